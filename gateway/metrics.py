@@ -6,6 +6,11 @@ pins every query to it, so a team reads only its own — scrape the gateway with
 triggers select). Only a scraper may read it (:func:`core.metrics.scrape_allowed`, as the portal's /metrics):
 the gateway's public route must not show one team's traffic to another. Requests refused before a route is known (an unknown team or endpoint) are
 counted in no team's series: they belong to nobody, and a count of them would hint at what exists.
+
+The requests the gateway ends itself, never forwarded to a revision (no or a bad key, a rate limit, no replica
+ready in time, a held client that left), are counted apart, in ``slipway_gateway_refused_total`` by reason, and in
+none of the revision's series: ``slipway_gateway_requests_total`` is what an endpoint's autoscaler sums
+(inference.manifests), and anyone who knows an endpoint's URL can send requests without a key.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ class GatewayMetrics:
                               labels, buckets=LATENCY_BUCKETS, registry=registry)
         self.tokens = Counter("slipway_gateway_tokens", "Tokens of the answers, input (prompt) and output.",
                               [*labels, "kind"], registry=registry)
+        self.refused = Counter("slipway_gateway_refused",
+                               "Requests the gateway ended itself, never forwarded to a revision, by reason.",
+                               ["namespace", "team", "endpoint", "reason"], registry=registry)
         self.in_flight = Gauge("slipway_gateway_requests_in_flight", "Requests being answered now.",
                                ["namespace", "team", "endpoint"], registry=registry)
         self.held = Gauge("slipway_gateway_requests_held",

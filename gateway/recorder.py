@@ -13,21 +13,31 @@ histograms are lists, which no SQL ``x = x + excluded.x`` adds, so one flush mak
 (``INSERT … ON CONFLICT DO NOTHING``) and then, in one transaction, locks them (``SELECT … FOR UPDATE``;
 SQLite's IMMEDIATE transactions lock the database), adds in Python and writes them back: two processes'
 flushes of the same row serialize, neither is lost.
+
+A flush writes endpoint by endpoint, each in its own transactions, and tells a database that cannot write now
+from one that refuses a group's data (:data:`OUTAGES`). Down, unreachable or locked: what it did not write is
+kept and written at the next flush (:class:`Unwritten`). Refused for its data (a value out of a column's range, a
+row breaking a constraint), the group would fail again at every flush, and, put back with the others, kept every
+team's counts from the database: it is dropped and logged, the other endpoints' counts written. No sum exceeds its
+column (:data:`COLUMN_MAX`): a count that would is held at the column's largest value.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
 from inference import histogram
 from inference.models import ApiKey, GatewayLoad, InferenceEndpoint, KeyUsage, TrafficWindow
+
+logger = logging.getLogger("slipway.gateway")
 
 #: Seconds of one traffic window.
 STEP = 10
@@ -38,6 +48,21 @@ LOAD_SECONDS = 2.0
 TRAFFIC_COUNTS = ("requests", "status_2xx", "status_4xx", "status_5xx", "streams", "input_tokens", "output_tokens",
                   "busy_seconds")
 USAGE_COUNTS = ("requests_2xx", "requests_4xx", "requests_5xx", "errors", "input_tokens", "output_tokens")
+
+#: The largest value of the counts' columns (``PositiveBigIntegerField``: a signed 64-bit integer).
+COLUMN_MAX = 2**63 - 1
+#: What a database raises when it cannot write now (down, unreachable, a lock held past the gateway's wait), as
+#: opposed to refusing the data it was given: the counts are kept for the next flush.
+OUTAGES = (OperationalError, InterfaceError)
+
+
+class Unwritten(Exception):
+    """The database could not write now (:data:`OUTAGES`): ``left`` (a :meth:`Recorder.take` pair) is what it did
+    not write, to put back; the endpoints written before it are not in it (put back, they would count twice)."""
+
+    def __init__(self, left: tuple[dict, dict]) -> None:
+        super().__init__("the database could not write the gateway's counts")
+        self.left = left
 
 
 def gateway_id() -> str:
@@ -138,14 +163,24 @@ class Recorder:
         if outcome.stream and outcome.ttfb_ms is not None:
             histogram.add(win.ttft, outcome.ttfb_ms)
         if outcome.key_id is not None:
-            key = (outcome.key_id, outcome.endpoint_id, outcome.team_id, hour_of(outcome.at))
-            usage = self.usage.get(key)
-            if usage is None:
-                usage = self.usage[key] = dict.fromkeys(USAGE_COUNTS, 0)
+            usage = self._usage(outcome.key_id, outcome.endpoint_id, outcome.team_id, outcome.at)
             usage[f"requests_{cls}"] += 1
             usage["errors"] += outcome.error
             usage["input_tokens"] += outcome.input_tokens
             usage["output_tokens"] += outcome.output_tokens
+
+    def refused(self, key_id: int, endpoint_id: int, team_id: int, status: int, at: datetime) -> None:
+        """A request of a valid key that the gateway refused itself (its rate limit, no replica ready in time):
+        counted in the key's hour, which its team reads, and in no revision's window — no revision answered it,
+        so it is neither a revision's traffic nor its latency (the canary rule and the autoscaler read those)."""
+        self._usage(key_id, endpoint_id, team_id, at)[f"requests_{status_class(status)}"] += 1
+
+    def _usage(self, key_id: int, endpoint_id: int, team_id: int, at: datetime) -> dict[str, int]:
+        key = (key_id, endpoint_id, team_id, hour_of(at))
+        usage = self.usage.get(key)
+        if usage is None:
+            usage = self.usage[key] = dict.fromkeys(USAGE_COUNTS, 0)
+        return usage
 
     def take(self) -> tuple[dict, dict]:
         """The counts since the last flush, the buffers emptied (on the loop: :meth:`write` runs in a thread)."""
@@ -183,30 +218,62 @@ class Recorder:
     # -- in a worker thread ------------------------------------------------------------------------------
 
     def write(self, taken: tuple[dict, dict]) -> tuple[int, int]:
-        """Add taken counts to the database; (traffic rows, usage rows) written."""
-        return self._write(*taken)
+        """Add taken counts to the database, endpoint by endpoint; (traffic rows, usage rows) written. Raises
+        :class:`Unwritten` with what is left when the database cannot write (the module's docstring)."""
+        traffic, usage = taken
+        try:
+            endpoints = {key[0] for key in traffic} | {key[1] for key in usage}
+            alive = set(InferenceEndpoint.objects.filter(pk__in=endpoints).values_list("pk", flat=True)) \
+                if endpoints else set()
+            keys = set(ApiKey.objects.filter(pk__in={key[0] for key in usage}).values_list("pk", flat=True)) \
+                if usage else set()
+        except OUTAGES as exc:
+            raise Unwritten(taken) from exc
+        groups: dict[int, tuple[dict, dict]] = {}
+        for key, win in traffic.items():
+            if key[0] in alive:  # an endpoint deleted meanwhile: dropped
+                groups.setdefault(key[0], ({}, {}))[0][key] = win
+        for key, counts in usage.items():
+            if key[1] in alive and key[0] in keys:
+                groups.setdefault(key[1], ({}, {}))[1][key] = counts
+        written = [0, 0]
+        order = list(groups)
+        for done, endpoint_id in enumerate(order):
+            group_traffic, group_usage = groups[endpoint_id]
+            try:
+                self._write_group(group_traffic, group_usage)
+            except OUTAGES as exc:
+                left: tuple[dict, dict] = ({}, {})
+                for later in order[done:]:
+                    left[0].update(groups[later][0])
+                    left[1].update(groups[later][1])
+                raise Unwritten(left) from exc
+            except Exception:
+                logger.exception("gateway: counts of endpoint %s dropped, the database refused them (%d requests, "
+                                 "%d key-hours)", endpoint_id,
+                                 sum(win.counts["requests"] for win in group_traffic.values()), len(group_usage))
+                continue
+            written[0] += len(group_traffic)
+            written[1] += len(group_usage)
+        return written[0], written[1]
 
-    def _write(self, traffic: dict, usage: dict) -> tuple[int, int]:
-        endpoints = {key[0] for key in traffic} | {key[1] for key in usage}
-        alive = set(InferenceEndpoint.objects.filter(pk__in=endpoints).values_list("pk", flat=True)) \
-            if endpoints else set()
-        keys = set(ApiKey.objects.filter(pk__in={key[0] for key in usage}).values_list("pk", flat=True)) \
-            if usage else set()
-        traffic = {k: v for k, v in traffic.items() if k[0] in alive}  # an endpoint deleted meanwhile: dropped
-        usage = {k: v for k, v in usage.items() if k[1] in alive and k[0] in keys}
-        if traffic:
-            TrafficWindow.objects.bulk_create(
-                [TrafficWindow(endpoint_id=e, team_id=t, revision=r, start=s, step=STEP, latency=histogram.empty(),
-                               ttft=histogram.empty()) for e, t, r, s in traffic], ignore_conflicts=True)
-        if usage:
-            KeyUsage.objects.bulk_create([KeyUsage(key_id=k, endpoint_id=e, team_id=t, hour=h)
-                                          for k, e, t, h in usage], ignore_conflicts=True)
+    def _write_group(self, traffic: dict, usage: dict) -> None:
+        """One endpoint's counts. Each block is a transaction of its own, or a savepoint in the stop's transaction
+        (``Gateway._last_write``): a group the database refuses undoes only itself there too."""
+        with transaction.atomic():
+            if traffic:
+                TrafficWindow.objects.bulk_create(
+                    [TrafficWindow(endpoint_id=e, team_id=t, revision=r, start=s, step=STEP,
+                                   latency=histogram.empty(), ttft=histogram.empty()) for e, t, r, s in traffic],
+                    ignore_conflicts=True)
+            if usage:
+                KeyUsage.objects.bulk_create([KeyUsage(key_id=k, endpoint_id=e, team_id=t, hour=h)
+                                              for k, e, t, h in usage], ignore_conflicts=True)
         with transaction.atomic():
             if traffic:
                 self._add_traffic(traffic)
             if usage:
                 self._add_usage(usage)
-        return len(traffic), len(usage)
 
     @staticmethod
     def _add_traffic(traffic: dict) -> None:
@@ -219,7 +286,7 @@ class Recorder:
             if win is None:
                 continue
             for name in TRAFFIC_COUNTS:
-                setattr(row, name, getattr(row, name) + win.counts[name])
+                setattr(row, name, min(getattr(row, name) + win.counts[name], COLUMN_MAX))
             row.latency = histogram.merge([row.latency, win.latency])
             row.ttft = histogram.merge([row.ttft, win.ttft])
             row.in_flight_max = max(row.in_flight_max, win.in_flight_max)
@@ -237,7 +304,7 @@ class Recorder:
             if counts is None:
                 continue
             for name in USAGE_COUNTS:
-                setattr(row, name, getattr(row, name) + counts[name])
+                setattr(row, name, min(getattr(row, name) + counts[name], COLUMN_MAX))
             changed.append(row)
         KeyUsage.objects.bulk_update(changed, list(USAGE_COUNTS))
 

@@ -17,7 +17,8 @@ and Redis: caches here, increments there). For each request:
    the last is generated); Server-Sent Events are read on the way for their ``usage`` without being held.
    A replica that dies or falls silent mid-answer ends the response: a stream gets a last
    ``data: {"error": …}`` event, another answer is cut (the client sees a short body), never a hang;
-6. the outcome is counted (:mod:`gateway.recorder`, :mod:`gateway.metrics`).
+6. the outcome is counted (:mod:`gateway.recorder`, :mod:`gateway.metrics`): as the revision's request when it was
+   forwarded to one, else apart, as refused (steps 1-3: :meth:`Gateway._refuse`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from core.metrics import scrape_allowed
 from gateway.keys import Key, KeyCache
 from gateway.limits import Limiter, Refusal
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
-from gateway.recorder import FLUSH_SECONDS, LOAD_SECONDS, Outcome, Recorder, status_class
+from gateway.recorder import FLUSH_SECONDS, LOAD_SECONDS, Outcome, Recorder, Unwritten, status_class
 from inference import coldstarts, routing
 from inference.routing import Picker, Route, Target
 
@@ -66,6 +67,12 @@ DROPPED = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-au
 #: Response headers not copied back (hop-by-hop; the framing is the gateway's).
 NOT_RETURNED = frozenset({"connection", "keep-alive", "proxy-authenticate", "te", "trailer", "trailers",
                           "transfer-encoding", "upgrade"})
+#: Why the gateway ended a request itself (``slipway_gateway_refused_total``'s ``reason``): no or a bad key, the
+#: key's rate limit, no replica ready within the hold, the client gone while its request was held.
+REFUSED_KEY, REFUSED_LIMIT, REFUSED_HOLD, REFUSED_CLIENT_LEFT = ("unauthorized", "rate_limited", "no_ready_replica",
+                                                                 "client_left")
+#: Seconds between two looks at a held request's client (gone: the request is dropped).
+CLIENT_CHECK_SECONDS = 0.5
 #: Seconds between refreshes of the route table and the keys.
 REFRESH_SECONDS = 1.0
 #: Seconds any statement of the gateway waits for another transaction's lock before it fails (the portal's
@@ -79,6 +86,9 @@ LOCK_WAIT_SECONDS = 1.0
 HOLD_RETRY_AFTER = 30
 #: The first this many bytes of a JSON answer are kept to read its ``usage`` (an answer past it is not parsed).
 JSON_USAGE_LIMIT = 1 << 20
+#: The most tokens one answer's ``usage`` may count, prompt or completion (ten times the longest context a model
+#: holds today): a larger figure is no count — it is not counted at all (docs/serving.md "Limits").
+USAGE_TOKENS_LIMIT = 100_000_000
 #: An answer that is not a stream and says its length, up to this many bytes, is read whole and sent in one write.
 WHOLE_ANSWER_LIMIT = 256 * 1024
 
@@ -109,8 +119,21 @@ def split_path(raw_path: str) -> tuple[str, str, str] | None:
     return parts[1], parts[2], rest + (mark + query if mark else "")
 
 
+def client_left(request: web.Request) -> bool:
+    """Whether the request's client hung up (its connection closed or closing)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+def connection_named(headers) -> frozenset[str]:
+    """The header names a message's ``Connection`` header lists: hop-by-hop as those of :data:`DROPPED` are
+    (RFC 9110 §7.6.1), meant for the gateway alone (a client's ``Connection: close, X-Secret``), never passed on."""
+    return frozenset(name.strip().lower() for value in headers.getall("Connection", ()) for name in value.split(","))
+
+
 def forwarded_headers(request: web.Request) -> dict[str, str]:
-    headers = {name: value for name, value in request.headers.items() if name.lower() not in DROPPED}
+    dropped = DROPPED | connection_named(request.headers)
+    headers = {name: value for name, value in request.headers.items() if name.lower() not in dropped}
     peer = request.remote or ""
     before = request.headers.get("X-Forwarded-For")
     headers["X-Forwarded-For"] = f"{before}, {peer}" if before else peer
@@ -173,13 +196,15 @@ class StreamTokens:
 
 
 def usage_tokens(usage: object) -> tuple[int, int]:
-    """(prompt, completion) tokens of an OpenAI ``usage`` object; zeros for anything else."""
+    """(prompt, completion) tokens of an OpenAI ``usage`` object; zeros for anything else, and 0 for a count above
+    :data:`USAGE_TOKENS_LIMIT`: the replica's image, which its team chose, decides what it answers."""
     if not isinstance(usage, dict):
         return 0, 0
 
     def number(name: str) -> int:
         value = usage.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= USAGE_TOKENS_LIMIT \
+            else 0
 
     return number("prompt_tokens"), number("completion_tokens")
 
@@ -234,12 +259,15 @@ class Gateway:
         application.on_cleanup.append(self._stop)
         return application
 
+    def client_session(self) -> ClientSession:
+        """Keep-alive pools to the replicas, no limit of connections (a replica's engine bounds its own work);
+        bodies as they come (no decompression: forwarded untouched), no cookies kept."""
+        return ClientSession(connector=TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=60),
+                             timeout=self.timeout, auto_decompress=False, cookie_jar=DummyCookieJar(),
+                             skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"))
+
     async def _start(self, _app: web.Application) -> None:
-        # Keep-alive pools to the replicas, no limit of connections (a replica's engine bounds its own work);
-        # bodies as they come (no decompression: forwarded untouched), no cookies kept.
-        self.session = ClientSession(connector=TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=60),
-                                     timeout=self.timeout, auto_decompress=False, cookie_jar=DummyCookieJar(),
-                                     skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"))
+        self.session = self.client_session()
         try:
             await self.refresh()
         except Exception:  # the loop retries; /healthz says not ready meanwhile
@@ -316,6 +344,9 @@ class Gateway:
         used = self.keys.take_used()
         try:
             await self.run_sync(self.recorder.write, taken)
+        except Unwritten as exc:  # the endpoints written before the database failed are not put back
+            self.recorder.put_back(exc.left)
+            raise
         except Exception:
             self.recorder.put_back(taken)
             raise
@@ -380,23 +411,27 @@ class Gateway:
                               arrived) if route is not None else None
         if key is None:
             if route is not None:
-                self._count(route, route.targets[0].revision, None, 401, arrived, started)
+                self._refuse(route, None, REFUSED_KEY, 401, arrived)
             return unauthorized()
         self.keys.used(key, arrived)
         refusal = await self.limiter.admit(key.id, key.requests_per_minute, key.tokens_per_minute)
         if refusal is not None:
-            self._count(route, route.targets[0].revision, key, 429, arrived, started)
+            self._refuse(route, key, REFUSED_LIMIT, 429, arrived)
             return self._too_many(refusal)
         body = await request.read()
         held = False
         if not route.ready or self.waiting.get(route.endpoint_id):
             held = True
-            route = await self._hold(route)
+            waited = route
+            route = await self._hold(route, request)
+            if client_left(request):  # nobody to answer: no replica woken or kept busy for it
+                self._refuse(waited, None, REFUSED_CLIENT_LEFT, 499, arrived)
+                return web.Response(status=499, reason="Client Closed Request")
             if route is None:
-                return self._held_too_long(parts, key, arrived, started)
+                return self._held_too_long(parts, key, arrived)
         target = self.picker.target(route)
         if target is None:  # its replicas went between the refresh and now
-            return self._held_too_long(parts, key, arrived, started)
+            return self._held_too_long(parts, key, arrived)
         self.recorder.begin(route.endpoint_id, route.team_id, target.revision, arrived)
         gauge = self.metrics.in_flight.labels(route.namespace, route.team, route.object_name)
         gauge.inc()
@@ -416,18 +451,26 @@ class Gateway:
                                                  f"{refusal.retry_after} s.", "rate_limit_error",
                                             "rate_limit_exceeded"))
 
-    async def _hold(self, route: Route) -> Route | None:
+    async def _hold(self, route: Route, request: web.Request) -> Route | None:
         """Wait, behind the requests held before it, until the endpoint has a ready replica; its fresh route, or
-        None past the hold (or when the endpoint went away)."""
-        future = asyncio.get_running_loop().create_future()
+        None past the hold (or when the endpoint went away, or the client left).
+
+        The gateway runs without handler cancellation (a replica's answer is counted even when its client is
+        gone), so a client that hangs up does not end the wait: it is looked for every
+        :data:`CLIENT_CHECK_SECONDS`. A request nobody waits for any more must not stay held — the held requests
+        wake the endpoint from zero — nor be sent to the replica once it is up."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self.waiting.setdefault(route.endpoint_id, deque()).append(future)
         self.recorder.held[route.endpoint_id] += 1
         gauge = self.metrics.held.labels(route.namespace, route.team, route.object_name)
         gauge.inc()
+        deadline = loop.time() + self.hold_seconds
+        go = False
         try:
-            go = await asyncio.wait_for(future, timeout=self.hold_seconds)
-        except TimeoutError:
-            go = False
+            while not future.done() and not client_left(request) and loop.time() < deadline:
+                await asyncio.wait((future,), timeout=min(CLIENT_CHECK_SECONDS, max(deadline - loop.time(), 0)))
+            go = future.done() and bool(future.result())
         finally:
             gauge.dec()
             self.recorder.held[route.endpoint_id] -= 1
@@ -439,10 +482,10 @@ class Gateway:
         fresh = self.routes.get((route.team, route.name))
         return fresh if go and fresh is not None and fresh.ready else None
 
-    def _held_too_long(self, parts, key: Key, arrived: datetime, started: float) -> web.Response:
+    def _held_too_long(self, parts, key: Key, arrived: datetime) -> web.Response:
         route = self.routes.get(parts[:2])
         if route is not None:
-            self._count(route, route.targets[0].revision, key, 503, arrived, started)
+            self._refuse(route, key, REFUSED_HOLD, 503, arrived)
         return web.Response(status=503, content_type="application/json",
                             headers={"Retry-After": str(HOLD_RETRY_AFTER)},
                             body=error_body(503, "No replica of this endpoint became ready in time (it is scaling "
@@ -486,8 +529,9 @@ class Gateway:
         if not stream and answer.content_length is not None and answer.content_length <= WHOLE_ANSWER_LIMIT:
             return await self._relay_whole(answer, route, target, key, arrived, started, sent, held, kept is not None)
         response = web.StreamResponse(status=answer.status, reason=answer.reason)
+        not_returned = NOT_RETURNED | connection_named(answer.headers)
         for name, value in answer.headers.items():
-            if name.lower() not in NOT_RETURNED:
+            if name.lower() not in not_returned:
                 response.headers.add(name, value)
         await response.prepare(request)
         first: float | None = None
@@ -555,8 +599,13 @@ class Gateway:
         if held:
             self._spawn(self._first_byte(route.endpoint_id, timezone.now()))
         response = web.Response(status=answer.status, reason=answer.reason, body=body)
+        # The length is the body's, rebuilt here; but an answer without a body by its nature (to a HEAD, a 304)
+        # states the length the whole representation would have: that one is the replica's, passed on.
+        not_returned = NOT_RETURNED | connection_named(answer.headers)
+        if answer.method != "HEAD" and answer.status != 304:
+            not_returned |= {"content-length"}
         for name, value in answer.headers.items():
-            if name.lower() not in NOT_RETURNED and name.lower() != "content-length":
+            if name.lower() not in not_returned:
                 response.headers.add(name, value)
         prompt = completion = 0
         if json_usage:
@@ -573,6 +622,16 @@ class Gateway:
             await self.run_sync(coldstarts.record_first_byte, endpoint_id, at)
         except Exception:
             logger.exception("gateway: first byte of endpoint %s not recorded", endpoint_id)
+
+    def _refuse(self, route: Route, key: Key | None, reason: str, status: int, arrived: datetime) -> None:
+        """A request the gateway ended itself, never forwarded to a revision: counted by ``reason`` in
+        ``slipway_gateway_refused_total`` (and, when it came with a valid key, in that key's hour), never as a
+        revision's request or latency. Anyone who knows an endpoint's URL can send requests without a key: counted
+        as the stable revision's, their sub-millisecond 401s made its p95 the canary rule's yardstick (the
+        candidate rolled back) and fed the series the endpoint's autoscaler sums (scaled to its maximum)."""
+        self.metrics.refused.labels(route.namespace, route.team, route.object_name, reason).inc()
+        if key is not None:
+            self.recorder.refused(key.id, route.endpoint_id, route.team_id, status, arrived)
 
     def _count(self, route: Route, revision: int, key: Key | None, status: int, arrived: datetime, started: float,
                *, stream: bool = False, ttfb_ms: float | None = None, tokens: tuple[int, int] = (0, 0),

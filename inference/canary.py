@@ -12,7 +12,9 @@ evaluation to the next, and "two consecutive bad windows" are the newest two adj
 ``SLIPWAY_CANARY_MIN_REQUESTS`` (20) requests in it — with fewer, one error is 5 points or more and a
 single slow request is the p95, so chance would decide; bad when the candidate's 5xx rate exceeds the
 stable's by more than ``SLIPWAY_CANARY_ERROR_DELTA`` (0.02: 2 percentage points) or its p95 latency
-exceeds the stable's × ``SLIPWAY_CANARY_LATENCY_FACTOR`` (1.5); good otherwise.
+exceeds the stable's × ``SLIPWAY_CANARY_LATENCY_FACTOR`` (1.5); good otherwise. The rows hold only what the
+revisions answered: the requests the gateway refuses itself (no key, a rate limit) are counted apart
+(``gateway.server.Gateway._refuse``), or a keyless flood's sub-millisecond 401s would be the stable's p95.
 
 **Acting** (:func:`evaluate`): the newest ``SLIPWAY_CANARY_BAD_WINDOWS`` (2) windows all bad → the
 candidate is rolled back (:func:`inference.revisions.roll_back`: weight 0, ``rolled_back`` with the figures

@@ -4,9 +4,11 @@ tick records them (a Service, its Deployment, a ready pod and the pod's engine r
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import httpx
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
@@ -24,7 +27,9 @@ from cluster.manifests.common import labels
 from core import processes
 from fleet import services as fleet
 from fleet.models import GpuFlavor
+from gateway.server import Gateway
 from inference.models import ApiKey, InferenceEndpoint
+from inference.routing import Route, Target
 from sandbox.models import SimEngine, SimObject, SimPod
 from sandbox.world import STAGE_READY
 from teams.models import hash_token
@@ -218,3 +223,82 @@ def expired() -> dict:
 
 def elapsed_since(start: float) -> float:
     return time.monotonic() - start
+
+
+# -- a gateway in the test's own event loop ------------------------------------------------------------------------
+
+
+class InProcessGateway(Gateway):
+    """The gateway's request path served in the test's event loop, as ``manage.py gateway`` serves it (``run_app``'s
+    defaults: a handler is not cancelled when its client hangs up), with the route table the test sets
+    (:meth:`route`) and the keys read once by the test (``keys.refresh()``): no refresh and no flush run on their
+    own, the test calls :meth:`flush` when it wants the counts written (in the gateway's database thread, as the
+    process does: the test's rows must be committed for it to see them, ``django_db(transaction=True)``)."""
+
+    async def _start(self, _app: web.Application) -> None:
+        self.session = self.client_session()
+        self.loaded = True
+        #: The statuses of the requests handled, as each handler returns, and the endpoints of those held, as each
+        #: starts waiting: what a test awaits instead of sleeping.
+        self.ended: asyncio.Queue[int] = asyncio.Queue()
+        self.holding: asyncio.Queue[int] = asyncio.Queue()
+
+    async def proxy(self, request: web.Request) -> web.StreamResponse:
+        response = await super().proxy(request)
+        self.ended.put_nowait(response.status)
+        return response
+
+    async def _hold(self, route: Route, *args) -> Route | None:
+        self.holding.put_nowait(route.endpoint_id)
+        return await super()._hold(route, *args)
+
+    async def _stop(self, _app: web.Application) -> None:
+        await self.session.close()
+        await self.limiter.close()
+        self.executor.shutdown(wait=True)
+
+    def route(self, endpoint: InferenceEndpoint, *targets: tuple[int, int, tuple[str, ...]],
+              state: str = "ready") -> Route:
+        """``endpoint`` served by ``targets`` ((revision, weight, upstream URLs), the stable revision first)."""
+        route = Route(endpoint.pk, endpoint.team_id, endpoint.team.slug, endpoint.name, state,
+                      tuple(Target(*target) for target in targets), endpoint.object_name, endpoint.namespace)
+        self.routes = {**self.routes, (route.team, route.name): route}
+        return route
+
+    async def serve(self) -> str:
+        """Served on a free port until :meth:`close`; its base URL."""
+        self.runner = web.AppRunner(self.app(), handler_cancellation=False, access_log=None)
+        await self.runner.setup()
+        port = processes.free_port()
+        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        return f"http://127.0.0.1:{port}"
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+async def upstream(handler) -> TestServer:
+    """An upstream in the test's event loop answering every request with ``handler``; its ``make_url("")`` is the
+    replica's base URL."""
+    application = web.Application()
+    application.router.add_route("*", "/{tail:.*}", handler)
+    server = TestServer(application, host="127.0.0.1")
+    await server.start_server()
+    return server
+
+
+def base_url(server: TestServer) -> str:
+    return str(server.make_url("")).rstrip("/")
+
+
+def exchange(port: int, message: bytes, *, hang_up: bool = False) -> bytes:
+    """``message`` sent as is to 127.0.0.1:``port`` (a client that says exactly what it means: headers no HTTP
+    library would send); what comes back until the server closes, or nothing when the client hangs up at once."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(message)
+        if hang_up:
+            return b""
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer

@@ -299,7 +299,7 @@ def test_counts_of_two_gateways_add_up(gateways, team, endpoint):
     assert sum(r.input_tokens for r in rows) == tokens[0]
     assert sum(r.output_tokens for r in rows) == tokens[1]
     windows = TrafficWindow.objects.filter(endpoint=endpoint)  # written in the same flushes as the usage
-    # (401s of the polls above, before the key reached a gateway's cache, count as 4xx: the 2xx are exact)
+    # (401s of the polls above, before the key reached a gateway's cache, are no revision's: counted apart)
     assert sum(w.status_2xx for w in windows) == 6 + models
     assert sum(w.streams for w in windows) == 2
     assert (sum(w.input_tokens for w in windows), sum(w.output_tokens for w in windows)) == tuple(tokens)

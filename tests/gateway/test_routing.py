@@ -1,30 +1,52 @@
 """The gateway's pure parts and its tables, without processes: the weighted split (a property), the upstream
 choice, the path split, the stream's token count, the key check, the route table from the sandbox's rows and the
-additive writes of two recorders."""
+additive writes of two recorders; and the request path of a gateway served in the test's own event loop
+(:class:`tests.gateway.support.InProcessGateway`): what it counts of the requests it refuses."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+import re
+import socket
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+import httpx
 import pytest
+from aiohttp import web
+from django.db import OperationalError, connection
 from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import values
+from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.backends.base import ServiceRef
 from cluster.backends.kubernetes import KubernetesBackend
 from gateway.keys import KeyCache
-from gateway.recorder import STEP, Outcome, Recorder
+from gateway.recorder import COLUMN_MAX, STEP, Outcome, Recorder, Unwritten
 from gateway.server import StreamTokens, split_path
-from inference import histogram
+from inference import canary, histogram
 from inference.constants import RevisionState
+from inference.manifests import METRIC_GATEWAY_REQUESTS_PER_SECOND, QUERIES
 from inference.models import EndpointRevision, GatewayLoad, KeyUsage, TrafficWindow
 from inference.routing import Picker, Target, choose_target, routes
 from sandbox.models import SimPod
+from tests.conftest import redis_url
 from tests.factories import make_team
-from tests.gateway.support import change_key, make_endpoint, make_key, serve
+from tests.gateway.support import (
+    InProcessGateway,
+    base_url,
+    bearer,
+    change_key,
+    exchange,
+    make_endpoint,
+    make_key,
+    serve,
+    upstream,
+)
 
 # -- the split ------------------------------------------------------------------------------------------------
 
@@ -188,3 +210,323 @@ def test_two_recorders_add_up_in_the_same_rows(team):
     loads = {row.gateway: row for row in GatewayLoad.objects.filter(endpoint=endpoint)}
     assert len(loads) == 2 and sum(row.in_flight for row in loads.values()) == 7
     assert sum(row.requests_per_second for row in loads.values()) == 3.5
+
+
+# -- what the gateway refuses itself -------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def own_figures(monkeypatch):
+    """Each gateway's figures in its own memory, as ``manage.py gateway`` keeps them (its command sets the same
+    value class), not in the test process's multiprocess files, where two gateways' series of one name would add."""
+    monkeypatch.setattr(values, "ValueClass", values.MutexValue)
+
+
+class Replica:
+    """An upstream that answers 200 and counts what it answered: the requests a revision really served."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+
+    async def answer(self, _request: web.Request) -> web.Response:
+        self.answered += 1
+        return web.json_response({"usage": {"prompt_tokens": 3, "completion_tokens": 4}})
+
+
+def series(gateway: InProcessGateway, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples in the gateway's /metrics whose labels include ``labels``."""
+    return sum(sample.value for family in text_string_to_metric_families(gateway.metrics.render().decode())
+               for sample in family.samples
+               if sample.name == name and labels.items() <= sample.labels.items())
+
+
+def test_requests_without_a_key_are_no_revisions_traffic_and_decide_no_canary(team):
+    """Anyone who knows an endpoint's URL can send requests without a key. Counted as the stable revision's (they
+    were), their sub-millisecond 401s filled its 20-request minimum and made its p95 the yardstick the canary rule
+    holds the candidate to: a keyless flood rolled a healthy candidate back."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    stable, candidate = Replica(), Replica()
+    gateway = InProcessGateway(redis_url="")
+    gateway.keys.refresh()
+
+    async def traffic():
+        replicas = [await upstream(stable.answer), await upstream(candidate.answer)]
+        gateway.route(endpoint, (1, 50, (base_url(replicas[0]),)), (2, 50, (base_url(replicas[1]),)))
+        base = await gateway.serve()
+        target = f"{base}/{team.slug}/{endpoint.name}/v1/completions"
+        async with httpx.AsyncClient() as client:
+            # 10 answered requests of the team's callers: too few for a verdict (20 each)...
+            answered = await asyncio.gather(*[client.post(target, json={}, headers=bearer(raw)) for _ in range(10)])
+            # ... and 200 of a stranger, no key or a made-up one.
+            refused = await asyncio.gather(*[client.post(target, json={}, headers=bearer("sw-nope") if i % 2 else {})
+                                             for i in range(200)])
+        await gateway.close()
+        for replica in replicas:
+            await replica.close()
+        return [a.status_code for a in answered], [a.status_code for a in refused]
+
+    answered, refused = asyncio.run(traffic())
+    assert set(answered) == {200} and set(refused) == {401}
+    gateway.recorder.write(gateway.recorder.take())
+    rows = canary.rows_of([endpoint.pk], endpoint.created_at - timedelta(minutes=5),
+                          timezone.now() + timedelta(minutes=1))[endpoint.pk]
+    # Each revision's rows hold what it answered, its latency histogram as many requests: none of the 401s.
+    for revision, replica in ((1, stable), (2, candidate)):
+        mine = [row for row in rows if row[0] == revision]
+        assert sum(row[2] for row in mine) == replica.answered
+        assert sum(sum(row[4]) for row in mine) == replica.answered
+    assert stable.answered + candidate.answered == 10
+    # So the rule sees 10 requests between them, too few for a verdict, whatever the flood.
+    now = max(row[1] for row in rows) + timedelta(seconds=canary.ROW_SECONDS + canary.SETTLE_SECONDS)
+    (window,) = canary.windows(rows, 2, 1, now, 1, canary.Rule())
+    assert window.judgement.verdict == canary.NONE, window.as_dict()
+    assert window.stable.requests == stable.answered
+    # The operators still see the flood, apart, by reason.
+    assert series(gateway, "slipway_gateway_refused_total", team=team.slug, endpoint=endpoint.object_name,
+                  reason="unauthorized") == 200
+
+
+@pytest.mark.redis
+def test_demand_is_what_the_revisions_were_sent_wherever_it_shows(team):
+    """One rule for demand: the requests forwarded to a revision. The requests-per-second autoscaler's series
+    (``slipway_gateway_requests_total``, which its KEDA trigger sums), the sandbox's (``GatewayLoad``), and the
+    traffic rows (``TrafficWindow``) count the same requests; the 401s and 429s the gateway answered itself are in
+    none of them — they are counted apart, by reason, and a key's 429s in its own hour."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    limited_raw, limited = make_key(team, endpoint, requests_per_minute=1)
+    replica = Replica()
+    gateway = InProcessGateway(redis_url=redis_url())
+    gateway.keys.refresh()
+
+    async def traffic():
+        server = await upstream(replica.answer)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        base = await gateway.serve()
+        target = f"{base}/{team.slug}/{endpoint.name}/v1/completions"
+        statuses = Counter()
+        async with httpx.AsyncClient() as client:
+            for headers in [bearer(raw)] * 5 + [bearer(limited_raw)] * 4 + [{}] * 30 + [bearer("sw-nope")] * 3:
+                statuses[(headers.get("Authorization"), (await client.post(target, json={},
+                                                                           headers=headers)).status_code)] += 1
+        await gateway.close()
+        await server.close()
+        return statuses
+
+    statuses = asyncio.run(traffic())
+    limited_429 = statuses[(f"Bearer {limited_raw}", 429)]
+    assert limited_429 >= 3 and statuses[(None, 401)] == 30 and statuses[("Bearer sw-nope", 401)] == 3
+    forwarded = replica.answered
+    assert forwarded == sum(n for (_who, status), n in statuses.items() if status == 200) == 9 - limited_429
+    # The autoscaler's trigger sums this series, selected by team and endpoint.
+    (name,) = re.findall(r"rate\((\w+)\{", QUERIES[METRIC_GATEWAY_REQUESTS_PER_SECOND])
+    assert series(gateway, name, team=team.slug, endpoint=endpoint.object_name) == forwarded
+    assert series(gateway, "slipway_gateway_request_duration_seconds_count", team=team.slug,
+                  endpoint=endpoint.object_name) == forwarded
+    (load,) = gateway.recorder.load(timezone.now(), 1.0)  # requests a second over one second: the requests
+    assert load.requests_per_second == forwarded
+    gateway.recorder.write(gateway.recorder.take())
+    assert sum(w.requests for w in TrafficWindow.objects.filter(endpoint=endpoint)) == forwarded
+    assert series(gateway, "slipway_gateway_refused_total", endpoint=endpoint.object_name, reason="unauthorized") == 33
+    assert series(gateway, "slipway_gateway_refused_total", endpoint=endpoint.object_name,
+                  reason="rate_limited") == limited_429
+    (usage,) = KeyUsage.objects.filter(key=limited)
+    assert (usage.requests_2xx, usage.requests_4xx) == (4 - limited_429, limited_429)
+
+
+# -- counts the database refuses, and a database that is down ---------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_absurd_usage_is_not_counted_and_blocks_no_other_teams_counts(team):
+    """A replica runs its team's image, which answers what it likes: ``"prompt_tokens": 10**19`` (past the columns'
+    64 bits) made every later flush of the gateway fail, every team's counts put back and retried until its stop
+    lost them."""
+    other = make_team("vision", "Vision")
+    mine, theirs = make_endpoint(team, "absurd"), make_endpoint(other, "chat")
+    raw_mine, key_mine = make_key(team, mine)
+    raw_theirs, key_theirs = make_key(other, theirs)
+    gateway = InProcessGateway(redis_url="")
+    gateway.keys.refresh()
+
+    async def absurd(_request):
+        return web.json_response({"usage": {"prompt_tokens": 10**19, "completion_tokens": 2}})
+
+    async def traffic():
+        replicas = [await upstream(absurd), await upstream(Replica().answer)]
+        gateway.route(mine, (1, 100, (base_url(replicas[0]),)))
+        gateway.route(theirs, (1, 100, (base_url(replicas[1]),)))
+        base = await gateway.serve()
+        async with httpx.AsyncClient() as client:
+            statuses = [(await client.post(f"{base}/{slug}/{name}/v1/completions", json={}, headers=bearer(raw)))
+                        .status_code for slug, name, raw in (("ml-research", "absurd", raw_mine),
+                                                             ("vision", "chat", raw_theirs))]
+        await gateway.flush()
+        await gateway.close()
+        for replica in replicas:
+            await replica.close()
+        return statuses
+
+    assert asyncio.run(traffic()) == [200, 200]
+    assert gateway.recorder.traffic == {} and gateway.recorder.usage == {}  # nothing left to retry
+    usage = {row.key_id: row for row in KeyUsage.objects.filter(key__in=[key_mine, key_theirs])}
+    assert (usage[key_mine.pk].input_tokens, usage[key_mine.pk].output_tokens) == (0, 2)
+    assert (usage[key_theirs.pk].input_tokens, usage[key_theirs.pk].output_tokens) == (3, 4)
+    assert [w.requests for w in TrafficWindow.objects.filter(endpoint=theirs)] == [1]
+    assert series(gateway, "slipway_gateway_tokens_total", endpoint=mine.object_name, kind="input") == 0
+
+
+def test_no_sum_exceeds_its_column_and_a_refused_group_drops_alone(team, caplog):
+    """Counts the database refuses for their data would be refused at every flush: they are dropped, logged, and
+    the other endpoints' counts written; a sum that would pass the column's largest value stays at it."""
+    full, poisoned, healthy = (make_endpoint(team, name) for name in ("full", "poisoned", "healthy"))
+    _raw, key = make_key(team, full)
+    now = timezone.now()
+    recorder = Recorder()
+    for endpoint in (full, poisoned, healthy):
+        recorder.add(Outcome(endpoint.pk, team.pk, 1, key.pk if endpoint == full else None, 200, now, 5.0,
+                             input_tokens=10))
+    recorder.write(recorder.take())
+    TrafficWindow.objects.filter(endpoint=full).update(input_tokens=COLUMN_MAX - 3)
+    KeyUsage.objects.filter(key=key).update(input_tokens=COLUMN_MAX - 3)
+    for endpoint in (full, poisoned, healthy):
+        recorder.add(Outcome(endpoint.pk, team.pk, 1, key.pk if endpoint == full else None, 200, now, 5.0,
+                             input_tokens=10))
+    (poisoned_window,) = [win for k, win in recorder.traffic.items() if k[0] == poisoned.pk]
+    poisoned_window.counts["requests"] = -5  # a count no column of counts takes
+    assert recorder.write(recorder.take()) == (2, 1)
+    assert TrafficWindow.objects.get(endpoint=full).input_tokens == COLUMN_MAX
+    assert KeyUsage.objects.get(key=key).input_tokens == COLUMN_MAX
+    assert TrafficWindow.objects.get(endpoint=healthy).requests == 2
+    assert TrafficWindow.objects.get(endpoint=poisoned).requests == 1  # its first flush, not the refused one
+    assert f"counts of endpoint {poisoned.pk} dropped" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_counts_a_database_outage_kept_are_written_once_it_answers(team):
+    """A database that is down (or locked past the gateway's wait) refuses nothing for its data: what it did not
+    write is kept and written at the next flush, and what it wrote before it failed is not written again."""
+    first, second = make_endpoint(team, "first"), make_endpoint(team, "second")
+    _raw, key = make_key(team)
+    gateway = InProcessGateway(redis_url="")
+    now = timezone.now()
+
+    def requests(count: int) -> None:
+        for _ in range(count):
+            for endpoint in (first, second):
+                gateway.recorder.add(Outcome(endpoint.pk, team.pk, 1, key.pk, 200, now, 5.0, input_tokens=3))
+
+    state = {"down": False, "after_first_usage": False}
+
+    def database(execute, sql, params, many, context):
+        """The database goes down when told (every statement fails as a dropped connection fails), or right after
+        the first endpoint's counts are written."""
+        if state["down"] and sql.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE")):
+            raise OperationalError("server closed the connection unexpectedly")
+        result = execute(sql, params, many, context)
+        if state["after_first_usage"] and sql.lstrip().upper().startswith('UPDATE "INFERENCE_KEYUSAGE"'):
+            state["down"] = True
+        return result
+
+    # The gateway's database thread, each of its statements through ``database``.
+    gateway.executor = ThreadPoolExecutor(1, initializer=lambda: connection.execute_wrappers.append(database))
+
+    def flush() -> None:
+        with pytest.raises(Unwritten):
+            asyncio.run(gateway.flush())
+
+    requests(3)
+    state["down"] = True
+    flush()  # down from the start: nothing written, everything kept
+    assert not TrafficWindow.objects.exists()
+    requests(2)
+    state.update(down=False, after_first_usage=True)
+    flush()  # down after the first endpoint's counts: the second's kept
+    state.update(down=False, after_first_usage=False)
+    requests(1)
+    asyncio.run(gateway.flush())
+    for endpoint in (first, second):
+        assert sum(w.requests for w in TrafficWindow.objects.filter(endpoint=endpoint)) == 6
+    rows = KeyUsage.objects.filter(key=key)
+    assert sum(r.requests_2xx for r in rows) == 12 and sum(r.input_tokens for r in rows) == 36
+    assert gateway.recorder.traffic == {} and gateway.recorder.usage == {}
+
+
+# -- a held client that leaves, and what passes the gateway ------------------------------------------------------
+
+
+def test_a_held_request_whose_client_left_is_dropped_not_held_nor_forwarded(team):
+    """The gateway runs without handler cancellation: a client that hung up while its request was held stayed held
+    (waking the endpoint, up to the 300 s hold), then had the replica work for nobody."""
+    asleep = make_endpoint(team, "asleep", state="scaled_to_zero")
+    raw, _key = make_key(team, asleep)
+    replica = Replica()
+    gateway = InProcessGateway(redis_url="", hold_seconds=60)
+    gateway.keys.refresh()
+
+    async def scenario():
+        server = await upstream(replica.answer)
+        gateway.route(asleep, (1, 100, ()), state="scaled_to_zero")
+        base = await gateway.serve()
+        port = int(base.rsplit(":", 1)[1])
+        message = (f"POST /{team.slug}/asleep/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {raw}\r\n"
+                   f"Content-Length: 2\r\n\r\n{{}}").encode()
+        loop = asyncio.get_running_loop()
+        client = socket.create_connection(("127.0.0.1", port))
+        await loop.run_in_executor(None, client.sendall, message)
+        assert await asyncio.wait_for(gateway.holding.get(), 10) == asleep.pk
+        held = gateway.recorder.held[asleep.pk]
+        client.close()  # the client gives up
+        status = await asyncio.wait_for(gateway.ended.get(), 10)  # well before the 60 s hold
+        still_held = gateway.recorder.held[asleep.pk], gateway.waiting.get(asleep.pk)
+        gateway.route(asleep, (1, 100, (base_url(server),)))  # the replica is up: nothing is waiting for it
+        gateway._release_held()
+        await gateway.close()
+        await server.close()
+        return held, status, still_held
+
+    held, status, still_held = asyncio.run(scenario())
+    assert held == 1 and status == 499
+    assert still_held == (0, None)
+    assert replica.answered == 0
+    assert not [row for row in gateway.recorder.load(timezone.now(), 1.0) if row.held or row.requests_per_second]
+    assert series(gateway, "slipway_gateway_requests_held", endpoint=asleep.object_name) == 0
+    assert series(gateway, "slipway_gateway_refused_total", endpoint=asleep.object_name, reason="client_left") == 1
+
+
+def test_hop_by_hop_headers_named_in_connection_go_no_further_and_a_head_keeps_its_length(team):
+    """RFC 9110 §7.6.1: a header the ``Connection`` header names is for the next hop alone, both ways. And the
+    answer to a HEAD, which has no body, says the length its GET would have: the replica's, not the empty body's."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    gateway = InProcessGateway(redis_url="")
+    gateway.keys.refresh()
+    seen = {}
+
+    async def replica(request):
+        seen[request.method] = {name.lower() for name in request.headers}
+        return web.Response(body=b"x" * 5000, content_type="application/octet-stream",
+                            headers={"Connection": "keep-alive, X-Replica-Hop", "X-Replica-Hop": "for the gateway",
+                                     "X-Kept": "1"})
+
+    async def scenario():
+        server = await upstream(replica)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve()).rsplit(":", 1)[1])
+        loop = asyncio.get_running_loop()
+        answers = {method: await loop.run_in_executor(None, exchange, port, (
+            f"{method} /{team.slug}/{endpoint.name}/file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {raw}\r\n"
+            f"Connection: close, X-Client-Hop\r\nX-Client-Hop: for the gateway\r\nX-Also: 1\r\n\r\n").encode())
+                   for method in ("GET", "HEAD")}
+        await gateway.close()
+        await server.close()
+        return answers
+
+    answers = asyncio.run(scenario())
+    for method in ("GET", "HEAD"):
+        assert "x-client-hop" not in seen[method] and "x-also" in seen[method]
+        head = answers[method].split(b"\r\n\r\n", 1)[0].decode().lower().split("\r\n")
+        assert head[0].endswith("200 ok"), head
+        assert "x-replica-hop: for the gateway" not in head and "x-kept: 1" in head
+        assert "content-length: 5000" in head, (method, head)

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from core import processes
 from gateway.server import LOCK_WAIT_SECONDS
-from inference.models import GatewayLoad, TrafficWindow
+from inference.models import GatewayLoad, KeyUsage, TrafficWindow
 from tests import db_template
 from tests.e2e.conftest import wait_for
 from tests.factories import make_team
@@ -57,7 +57,8 @@ def stopped_within(process: Process, seconds: float) -> float:
 class TestOnPostgres:
     @pytest.fixture
     def asleep(self, flavors):
-        """An endpoint with no replica and a key: with no hold, each request is a counted 503."""
+        """An endpoint with no replica and a key: with no hold, each request is a 503 counted in the key's hour (no
+        revision's: it was forwarded to none)."""
         team = make_team("ml-research", "ML Research")
         endpoint = make_endpoint(team, "asleep", state="scaled_to_zero")
         raw, _key = make_key(team)
@@ -76,7 +77,7 @@ class TestOnPostgres:
         finally:
             process.stop()
         assert process.proc.returncode == 0, process.text()
-        assert sum(w.status_5xx for w in TrafficWindow.objects.filter(endpoint=endpoint)) >= 1
+        assert sum(u.requests_5xx for u in KeyUsage.objects.filter(endpoint=endpoint)) >= 1
         assert not GatewayLoad.objects.filter(gateway=gateway).exists()
         assert "stopped without its last counts" not in process.text()
 
@@ -86,8 +87,8 @@ class TestOnPostgres:
         try:
             # Another transaction holds the tables the gateway writes: it may read them, not write them.
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(f"LOCK TABLE {TrafficWindow._meta.db_table}, {GatewayLoad._meta.db_table} "
-                               "IN EXCLUSIVE MODE")
+                cursor.execute(f"LOCK TABLE {TrafficWindow._meta.db_table}, {KeyUsage._meta.db_table}, "
+                               f"{GatewayLoad._meta.db_table} IN EXCLUSIVE MODE")
                 until_status(f"{base}/ml-research/asleep/v1/completions", 503, method="POST", json=completion(),
                              headers=bearer(raw))
                 took = stopped_within(process, GRACE_SECONDS)
@@ -96,9 +97,9 @@ class TestOnPostgres:
         assert process.proc.returncode == 0, process.text()
         assert took >= LOCK_WAIT_SECONDS  # it did wait for the lock, as long as its limit
         # What it counted is said, not half-written: one transaction, all or nothing.
-        said = re.search(r"stopped without its last counts \((\d+) traffic windows", process.text())
+        said = re.search(r"stopped without its last counts \(\d+ traffic windows, (\d+) key-hours", process.text())
         assert said and int(said[1]) >= 1, process.text()
-        assert not TrafficWindow.objects.filter(endpoint=endpoint).exists()
+        assert not KeyUsage.objects.filter(endpoint=endpoint).exists()
 
 
 def test_a_stop_while_sqlite_is_locked_ends_within_the_grace(tmp_path):
