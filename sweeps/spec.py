@@ -19,7 +19,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from fractions import Fraction
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -36,6 +35,8 @@ PRUNER_KEYS = {c.PrunerType.NONE: {"type"},
                c.PrunerType.ASHA: {"type", "min_resource", "reduction_factor", "max_resource"}}
 #: The largest bound a numeric parameter may have (what a float holds exactly as an integer).
 MAX_BOUND = 2 ** 53
+#: The most steps a float parameter's step may cut its range into (see :func:`_parameter`).
+MAX_FLOAT_STEPS = 10 ** 15
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,9 @@ class Parameter:
             return len(self._ints())
         if self.step is None:
             return None
-        # Each step from min that stays within max, give or take float rounding (0.1 to 0.3 by 0.1 is three).
-        steps = (self.high - self.low) / self.step + 1e-9
-        if math.isinf(steps):  # a step too fine for a float to count (1 by 5e-324): counted exactly, far past a grid
-            return math.floor(Fraction(self.high - self.low) / Fraction(self.step)) + 1
-        return math.floor(steps) + 1
+        # Each step from min that stays within max, give or take float rounding (0.1 to 0.3 by 0.1 is three);
+        # at most MAX_FLOAT_STEPS of them (the parser's rule), so the count is a float's to make.
+        return math.floor((self.high - self.low) / self.step + 1e-9) + 1
 
     def grid_values(self) -> list | None:
         """Every value of an enumerable parameter, in order: :meth:`grid_count` of them (None: not enumerable: a
@@ -225,6 +224,11 @@ def _parameter(col: Collector, name: str, data: Any) -> Parameter | None:
                        "must be 1).")
     elif step is not None and step > high - low:
         col.add(where, "step: must not exceed max - min.")
+    elif step is not None and not integral and (high - low) / step > MAX_FLOAT_STEPS:
+        # Optuna counts a float's steps in decimal arithmetic of 28 digits: past ~10**27 its distribution cannot
+        # be built, and the sweep would be created and never launch a trial. No search needs 10**15 steps.
+        col.add(where, f"step: at most 10**{round(math.log10(MAX_FLOAT_STEPS))} steps from min to max; leave step "
+                       "out to sample continuously.")
     if len(col.errors.get(where, ())) > before:
         return None
     return Parameter(name, kind, low, high, bool(log), step)
