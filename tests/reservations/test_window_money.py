@@ -9,14 +9,17 @@ from decimal import Decimal
 
 import pytest
 from django.db.models import Sum
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from billing import reserved
 from billing.ledger import committed, interval_unit_hours
 from billing.models import QuotaHold, ReservedWindow, UsageRecord
+from reservations import services
+from reservations.models import Reservation
 from tests.factories import make_team
-from tests.reservations.support import clusters_with
+from tests.reservations.support import booking_of, clusters_with
 from workloads.cycle import windows
 
 pytestmark = pytest.mark.django_db
@@ -133,3 +136,41 @@ def test_the_holders_own_work_lent_its_window_before_the_start_is_not_taken_back
     assert not early.lent and early.window_id == window.pk  # the team's window work now
     assert other.lent  # another team's stays lent, and is what the window takes back when it needs the units
     assert reserved.rooms([nlp.pk], T0 + timedelta(seconds=5))[(nlp.pk, a100.pk)][0].free == 1
+
+
+# -- bookings' windows brought to now: cancelled while a cycle bills them, approved late ------------------------------
+
+
+def moved_to(reservation, spans) -> list[ReservedWindow]:
+    """The reservation's windows moved to ``spans`` (soonest first): its days, brought to now."""
+    windows = list(reserved.of_ref(reservation.ref))
+    for window, (start, end) in zip(windows, spans, strict=True):
+        ReservedWindow.objects.filter(pk=window.pk).update(start=start, end=end)
+    return list(reserved.of_ref(reservation.ref))
+
+
+def test_a_cancel_after_a_cycle_billed_ahead_of_its_clock_keeps_what_was_billed(team, member, flavors, monkeypatch):
+    """The other order of a cancel racing the cycle: a cycle whose clock ran ahead of the cancel's commits first. The
+    cancel ended the window under way at its own earlier instant, leaving it billed past its end (its "ended" notice
+    never went), and deleted the window that had just started by the cycle's clock, though its idle hours were on
+    the ledger. Billed money stays billed: both end where their billing reached."""
+    a100 = flavors["a100-80gb"]
+    clusters_with(a100, east=16)
+    now = timezone.now()
+    cycle_now = now + timedelta(seconds=30)
+    booked = {}
+    for name, start, end in (("under-way", now - timedelta(hours=2), now + timedelta(hours=6)),
+                             ("starting", now + timedelta(seconds=10), now + timedelta(hours=8))):
+        booked[name] = services.book(member, booking_of(team, a100, units=4, name=name, hours=8))
+        moved_to(booked[name], [(start, end)])
+    assert windows.bill(cycle_now) == 2
+    monkeypatch.setattr(timezone, "now", lambda: now)  # the cancel's clock, 30 s behind the cycle's
+    for reservation in booked.values():
+        services.cancel(member, Reservation.objects.get(pk=reservation.pk))
+    kept = [reserved.of_ref(reservation.ref).get() for reservation in booked.values()]
+    assert [(w.end, w.billed_until) for w in kept] == [(cycle_now, cycle_now)] * 2
+    assert windows.bill(cycle_now + timedelta(minutes=5)) == 0  # over, and billed to their ends
+    for reservation, window in zip(booked.values(), kept, strict=True):
+        cost, _idle = idle_cost(reservation.ref)  # the ledger and the window agree
+        assert abs(cost - window.idle_unit_hours * reservation.price_per_unit_hour) < Decimal("1e-6")
+    assert sorted(w.pk for _reservation, w in services.windows_ended(now, cycle_now)) == sorted(w.pk for w in kept)
