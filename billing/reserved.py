@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import F, Max, QuerySet, Sum, Value
+from django.db.models import Case, F, Max, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce, Greatest
 
 from billing.ledger import committed, interval_cost, month_end, month_spend, month_start
@@ -345,9 +345,16 @@ def hold(ref: str, team, flavor, cluster, units: int, spans: Iterable[tuple[date
         for start, end in spans)
 
 
-def confirm(ref: str) -> int:
-    """``ref``'s windows act from now on (its booking was approved); returns how many."""
-    return ReservedWindow.objects.filter(ref=ref, confirmed=False).update(confirmed=True)
+def confirm(ref: str, now: datetime) -> int:
+    """``ref``'s windows not over act from ``now`` on (its booking was approved then); returns how many.
+
+    A window under way is billed from ``now``, not from its start: it admitted nothing, kept nothing and billed
+    nothing while it waited for staff, so the hours before the approval are not the team's to pay. The same update
+    confirms it and marks it billed until ``now``, so no billing cycle ever reads it confirmed but unmarked. A window
+    that passed while it waited stays unconfirmed: it never acted, and is never billed (the cycle bills confirmed
+    windows only)."""
+    return ReservedWindow.objects.filter(ref=ref, confirmed=False, end__gt=now).update(
+        confirmed=True, billed_until=Case(When(start__lt=now, then=Value(now)), default=F("billed_until")))
 
 
 def release(ref: str, now: datetime, everything: bool = False) -> None:

@@ -48,7 +48,11 @@ class ReservationAdmin(admin.ModelAdmin):
     def approve(self, request, queryset):
         done = 0
         for reservation in queryset.filter(state=ReservationState.PENDING):
-            services.approve(request.user, reservation)
+            try:
+                services.approve(request.user, reservation)
+            except services.ReservationConflict as refused:  # its windows all passed, or decided meanwhile
+                self.message_user(request, f"{reservation.name} (#{reservation.pk}): {refused}", messages.ERROR)
+                continue
             done += 1
         self.message_user(request, f"Approved {done} reservation(s).", messages.SUCCESS)
 

@@ -1,5 +1,5 @@
 """The calendar page: the next 14 days as a heatmap, the team's bookings named and others' only reserved; the
-booking form with its price preview; cancelling (issue 49, points 3 and 7)."""
+booking form with its price preview; cancelling (issue 49, points 3 and 7). The admin console's bookings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
+from billing.models import ReservedWindow
 from reservations import services
 from reservations.models import FlavorPolicy, Reservation
 from tests.factories import make_user
@@ -77,3 +79,22 @@ def test_a_viewer_sees_the_calendar_but_cannot_book_and_a_member_cancels(member,
 def test_without_a_team_the_page_says_so(db):
     page = signed_in(make_user("loner")).get("/reservations/")
     assert page.status_code == 200 and 'id="no-team"' in page.content.decode()
+
+
+# -- the admin console's bookings ---------------------------------------------------------------------------------
+
+CHANGELIST = "/admin/reservations/reservation/"
+
+
+def test_the_admins_approve_says_why_a_booking_whose_windows_all_passed_is_not_approved(member, team, east, flavors,
+                                                                                         staff_client):
+    FlavorPolicy.objects.create(flavor=flavors["a100-80gb"], needs_approval=True)
+    waited = services.book(member, booking_of(team, flavors["a100-80gb"], units=2, name="waited"))
+    now = timezone.now()
+    ReservedWindow.objects.filter(ref=waited.ref).update(start=now - timedelta(hours=9), end=now - timedelta(hours=1))
+    page = staff_client.post(CHANGELIST, {"action": "approve", "_selected_action": [waited.pk]}, follow=True)
+    assert page.status_code == 200
+    said = page.content.decode()
+    assert f"Waited (#{waited.pk}): Nothing is left to approve" in said  # the admin capitalizes messages
+    assert "Approved 0 reservation(s)." in said
+    assert Reservation.objects.get(pk=waited.pk).state == "pending"

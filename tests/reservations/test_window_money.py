@@ -17,7 +17,8 @@ from billing import reserved
 from billing.ledger import committed, interval_unit_hours
 from billing.models import QuotaHold, ReservedWindow, UsageRecord
 from reservations import services
-from reservations.models import Reservation
+from reservations import windows as calendar
+from reservations.models import FlavorPolicy, Reservation
 from tests.factories import make_team
 from tests.reservations.support import booking_of, clusters_with
 from workloads.cycle import windows
@@ -174,3 +175,56 @@ def test_a_cancel_after_a_cycle_billed_ahead_of_its_clock_keeps_what_was_billed(
         cost, _idle = idle_cost(reservation.ref)  # the ledger and the window agree
         assert abs(cost - window.idle_unit_hours * reservation.price_per_unit_hour) < Decimal("1e-6")
     assert sorted(w.pk for _reservation, w in services.windows_ended(now, cycle_now)) == sorted(w.pk for w in kept)
+
+
+def waiting_booking(member, team, a100, recurrence=None):
+    """A pending booking of 4 × ``a100`` on east for 8 h from next Monday (the policy wants approval)."""
+    clusters_with(a100, east=16)
+    FlavorPolicy.objects.create(flavor=a100, needs_approval=True)
+    pending = services.book(member, booking_of(team, a100, units=4, name="late", hours=8, recurrence=recurrence))
+    assert pending.state == "pending"
+    return pending
+
+
+def test_a_booking_approved_under_way_bills_from_the_approval_and_a_window_passed_meanwhile_never(
+        team, member, staff, flavors):
+    """A pending booking's windows bill nothing until it is approved (docs/reservations.md "States"): approved two
+    hours into a window, the team pays from the approval, not from the window's start, and the window that passed
+    while it waited is never billed. Approval only confirmed the windows, so the cycle billed both in full."""
+    a100 = flavors["a100-80gb"]
+    pending = waiting_booking(member, team, a100, recurrence=calendar.Recurrence(calendar.DAILY, count=3))
+    now = timezone.now()
+    passed, under_way, ahead = moved_to(pending, [
+        (now - timedelta(hours=30), now - timedelta(hours=22)), (now - timedelta(hours=2), now + timedelta(hours=6)),
+        (now + timedelta(hours=22), now + timedelta(hours=30))])
+    assert windows.bill(now) == 0  # waiting: nothing billed
+    services.approve(staff, Reservation.objects.get(pk=pending.pk))
+    windows.bill(now + timedelta(hours=1))
+    windows.bill(now + timedelta(hours=40))  # past all three
+    for window in (passed, under_way, ahead):
+        window.refresh_from_db()
+    approved_at = Reservation.objects.get(pk=pending.pk).decided_at
+    assert under_way.billed_until == under_way.end
+    assert abs(under_way.idle_unit_hours - interval_unit_hours(4, approved_at, under_way.end)) < Decimal("1e-8")
+    assert (passed.billed_until, passed.idle_unit_hours) == (None, 0)  # it never acted
+    assert ahead.idle_unit_hours == 4 * 8  # a window after the approval is billed whole, from its start
+    cost, _idle = idle_cost(pending.ref)  # the ledger: those two windows' idle hours only
+    assert abs(cost - (under_way.idle_unit_hours + ahead.idle_unit_hours) * pending.price_per_unit_hour) < Decimal("1e-6")
+
+
+def test_a_booking_whose_windows_all_passed_while_it_waited_is_not_approved_and_bills_nothing(
+        team, member, staff, flavors, api_client_for):
+    """Approving a booking with nothing left ahead would only bill its past windows in full as idle: it is refused
+    (the API's 409 says why), it stays pending for staff to decline, and nothing is billed."""
+    pending = waiting_booking(member, team, flavors["a100-80gb"])
+    now = timezone.now()
+    moved_to(pending, [(now - timedelta(hours=9), now - timedelta(hours=1))])
+    answer = api_client_for(staff).post(f"/api/v1/reservations/{pending.pk}/approve/")
+    assert answer.status_code == 409
+    assert answer.json()["errors"]["detail"] == ["Nothing is left to approve: every window of this reservation ended "
+                                                 "while it waited. Decline it to close it."]
+    assert Reservation.objects.get(pk=pending.pk).state == "pending"
+    assert windows.bill(now) == 0
+    assert not UsageRecord.objects.filter(ref=pending.ref).exists()
+    services.decline(staff, Reservation.objects.get(pk=pending.pk), "its window passed")
+    assert not ReservedWindow.objects.filter(ref=pending.ref).exists()
