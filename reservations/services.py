@@ -245,9 +245,14 @@ def _move(reservation: Reservation, states: tuple[str, ...], *conditions, **chan
     return Reservation.objects.filter(*conditions, pk=reservation.pk, state__in=states).update(**changes) == 1
 
 
-def cancel(user, reservation: Reservation) -> Reservation:
-    """Cancel: windows not started are freed; one under way ends now. Members cancel their team's bookings."""
-    require_team(user, reservation.team, Role.MEMBER)
+def cancel(user, reservation: Reservation, as_staff: bool = False) -> Reservation:
+    """Cancel: windows not started are freed; one under way ends now. Members cancel their team's bookings; staff
+    with the permission to decide on bookings cancel any team's in the admin console (``as_staff``), which offers no
+    delete: a booking's windows and what they billed must go through this move (reservations.admin)."""
+    if as_staff:
+        require_staff_permission(user, DECIDE_PERMISSION, "cancel reservations")
+    else:
+        require_team(user, reservation.team, Role.MEMBER)
     now = timezone.now()
     with transaction.atomic():
         if not _move(reservation, (ReservationState.PENDING, ReservationState.BOOKED),

@@ -6,14 +6,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
 
-from billing.models import ReservedWindow
+from billing.models import ReservedWindow, UsageRecord
 from reservations import services
+from reservations import windows as calendar
 from reservations.models import FlavorPolicy, Reservation
+from teams.models import AuditEvent
 from tests.factories import make_user
 from tests.reservations.support import booking_of, clusters_with, next_week_at
+from workloads.cycle import windows as cycle
 
 pytestmark = pytest.mark.django_db
 
@@ -98,3 +102,38 @@ def test_the_admins_approve_says_why_a_booking_whose_windows_all_passed_is_not_a
     assert f"Waited (#{waited.pk}): Nothing is left to approve" in said  # the admin capitalizes messages
     assert "Approved 0 reservation(s)." in said
     assert Reservation.objects.get(pk=waited.pk).state == "pending"
+
+
+def test_the_admin_deletes_no_booking_and_staff_cancel_it_through_the_service_keeping_what_was_billed(
+        member, team, east, flavors, staff_client):
+    """Django's delete (the change page's, the list's "delete selected") took the booking and left its windows, linked
+    by ref alone, holding the share, committing and billing the team's money with nothing left to cancel. Staff cancel
+    it instead: the window under way ends now, the next one is freed, and what was billed stays on the ledger."""
+    booked = services.book(member, booking_of(team, flavors["a100-80gb"], units=2, name="unwanted", hours=4,
+                                              recurrence=calendar.Recurrence(calendar.DAILY, count=2)))
+    now = timezone.now()
+    under_way, ahead = ReservedWindow.objects.filter(ref=booked.ref).order_by("start")
+    ReservedWindow.objects.filter(pk=under_way.pk).update(start=now - timedelta(hours=1), end=now + timedelta(hours=3))
+    assert cycle.bill(now) == 1
+    billed = UsageRecord.objects.filter(ref=booked.ref).aggregate(cost=Sum("cost"))["cost"]
+    assert billed > 0
+
+    assert staff_client.post(f"{CHANGELIST}{booked.pk}/delete/", {"post": "yes"}).status_code == 403
+    chosen = staff_client.post(CHANGELIST, {"action": "delete_selected", "_selected_action": [booked.pk], "post": "yes"},
+                               follow=True)
+    assert "No action selected." in chosen.content.decode()
+    assert f"{booked.pk}/delete/" not in staff_client.get(f"{CHANGELIST}{booked.pk}/change/").content.decode()
+    assert 'value="delete_selected"' not in staff_client.get(CHANGELIST).content.decode()
+    assert Reservation.objects.get(pk=booked.pk).state == "booked"
+    assert ReservedWindow.objects.filter(ref=booked.ref).count() == 2
+
+    page = staff_client.post(CHANGELIST, {"action": "cancel", "_selected_action": [booked.pk]}, follow=True)
+    assert "Cancelled 1 reservation(s)." in page.content.decode()
+    cancelled = Reservation.objects.get(pk=booked.pk)
+    assert cancelled.state == "cancelled"
+    assert [w.pk for w in ReservedWindow.objects.filter(ref=booked.ref)] == [under_way.pk]  # the next one freed
+    assert ReservedWindow.objects.get(pk=under_way.pk).end == cancelled.cancelled_at  # under way: ends at the cancel
+    assert not ReservedWindow.objects.filter(pk=ahead.pk).exists()
+    assert UsageRecord.objects.filter(ref=booked.ref).aggregate(cost=Sum("cost"))["cost"] == billed  # stays billed
+    assert AuditEvent.objects.filter(action="reservation_cancelled", actor__username="sam",
+                                     target=booked.ref).exists()
