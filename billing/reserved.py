@@ -7,8 +7,8 @@ the price it was booked at, used or not (docs/reservations.md "Money"), and the 
 window still ahead in the month. What is held when is what the booking's room is checked against.
 
 Moves: :func:`hold` writes a booking's windows; :func:`release` frees what has not passed — the windows
-not started go, one under way ends at the release (its past hours stay) — or, for a declined booking,
-every window.
+not started go, one under way ends at the release (its past hours stay, and what a billing cycle billed
+already: the ledger only moves forward) — or, for a declined booking, every window.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import F, Max, QuerySet, Sum
+from django.db.models import Case, F, Max, QuerySet, Sum, Value, When
+from django.db.models.functions import Coalesce, Greatest
 
 from billing.ledger import committed, interval_cost, month_end, month_spend, month_start
 from billing.models import QuotaHold, ReservedWindow, TeamBudget
@@ -344,19 +345,31 @@ def hold(ref: str, team, flavor, cluster, units: int, spans: Iterable[tuple[date
         for start, end in spans)
 
 
-def confirm(ref: str) -> int:
-    """``ref``'s windows act from now on (its booking was approved); returns how many."""
-    return ReservedWindow.objects.filter(ref=ref, confirmed=False).update(confirmed=True)
+def confirm(ref: str, now: datetime) -> int:
+    """``ref``'s windows not over act from ``now`` on (its booking was approved then); returns how many.
+
+    A window under way is billed from ``now``, not from its start: it admitted nothing, kept nothing and billed
+    nothing while it waited for staff, so the hours before the approval are not the team's to pay. The same update
+    confirms it and marks it billed until ``now``, so no billing cycle ever reads it confirmed but unmarked. A window
+    that passed while it waited stays unconfirmed: it never acted, and is never billed (the cycle bills confirmed
+    windows only)."""
+    return ReservedWindow.objects.filter(ref=ref, confirmed=False, end__gt=now).update(
+        confirmed=True, billed_until=Case(When(start__lt=now, then=Value(now)), default=F("billed_until")))
 
 
 def release(ref: str, now: datetime, everything: bool = False) -> None:
-    """Free ``ref``'s windows from ``now`` on (every window with ``everything``)."""
+    """Free ``ref``'s windows from ``now`` on (every window with ``everything``).
+
+    What a billing cycle has billed already stays billed (the ledger only moves forward): a window ends at ``now`` or
+    at its ``billed_until``, whichever is later, and one billed at all is ended, not deleted — a cycle whose clock ran
+    a moment ahead of the cancel's may have billed it first. So a window is never left billed past its end, which is
+    what its "ended" notice waits for (:func:`ending`)."""
     mine = ReservedWindow.objects.filter(ref=ref)
     if everything:
         mine.delete()
         return
-    mine.filter(start__gte=now).delete()
-    mine.filter(start__lt=now, end__gt=now).update(end=now)
+    mine.filter(start__gte=now, billed_until__isnull=True).delete()
+    mine.filter(end__gt=now).update(end=Greatest(Value(now), Coalesce(F("billed_until"), Value(now))))
 
 
 def window_cost(price: Decimal, units: int, start: datetime, end: datetime) -> Decimal:

@@ -1,6 +1,13 @@
 """Reservations in the admin console: the policy per flavor and a team's overrides (staff set them), and the
-bookings — pending ones approved or declined with the reason (the action bar's reason field), through the
-services, which audit each move. The bookings themselves are read-only here: teams book and cancel them."""
+bookings — pending ones approved or declined with the reason (the action bar's reason field), and any cancelled,
+through the services, which audit each move. The bookings themselves are read-only here: teams book them.
+
+A booking is never deleted here. Its windows are billing's rows (:class:`billing.models.ReservedWindow`, joined to it
+by their ``ref``, not a foreign key), and deleting the booking left them holding the cluster's share, committing the
+team's budget, admitting its work and billing it idle, with no booking left to cancel; deleting them with it would
+take the record of hours already billed off the ledger's rows, which only move forward. Staff cancel it instead
+(:func:`reservations.services.cancel`): the windows not started are freed, one under way ends now, and what was
+billed stays billed and labelled."""
 
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ class ReservationAdmin(admin.ModelAdmin):
     list_filter = ["state", "matching", "flavor", "cluster"]
     search_fields = ["name", "team__slug"]
     action_form = DecisionForm
-    actions = ["approve", "decline"]
+    actions = ["approve", "decline", "cancel"]
 
     def get_readonly_fields(self, request, obj=None):
         return [field.name for field in Reservation._meta.fields]
@@ -44,11 +51,18 @@ class ReservationAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False  # teams book (the portal, the API, the CLI): the policy and the room are checked there
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # cancelled through the service instead, which frees its windows (the module's docstring)
+
     @admin.action(description="Approve selected pending reservations", permissions=["change"])
     def approve(self, request, queryset):
         done = 0
         for reservation in queryset.filter(state=ReservationState.PENDING):
-            services.approve(request.user, reservation)
+            try:
+                services.approve(request.user, reservation)
+            except services.ReservationConflict as refused:  # its windows all passed, or decided meanwhile
+                self.message_user(request, f"{reservation.name} (#{reservation.pk}): {refused}", messages.ERROR)
+                continue
             done += 1
         self.message_user(request, f"Approved {done} reservation(s).", messages.SUCCESS)
 
@@ -63,3 +77,15 @@ class ReservationAdmin(admin.ModelAdmin):
             services.decline(request.user, reservation, reason)
             done += 1
         self.message_user(request, f"Declined {done} reservation(s).", messages.SUCCESS)
+
+    @admin.action(description="Cancel selected reservations (windows not started freed; one under way ends now)",
+                  permissions=["change"])
+    def cancel(self, request, queryset):
+        done = 0
+        for reservation in queryset.filter(state__in=(ReservationState.PENDING, ReservationState.BOOKED)):
+            try:
+                services.cancel(request.user, reservation, as_staff=True)
+            except services.ReservationConflict:
+                continue  # cancelled or decided meanwhile: nothing to do
+            done += 1
+        self.message_user(request, f"Cancelled {done} reservation(s).", messages.SUCCESS)

@@ -17,7 +17,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -242,14 +242,19 @@ def _recurrence_fields(recurrence: calendar.Recurrence | None) -> dict | None:
 # -- moves -----------------------------------------------------------------------------------------------
 
 
-def _move(reservation: Reservation, states: tuple[str, ...], **changes) -> bool:
-    """The conditional state move: it happens once, whoever races."""
-    return Reservation.objects.filter(pk=reservation.pk, state__in=states).update(**changes) == 1
+def _move(reservation: Reservation, states: tuple[str, ...], *conditions, **changes) -> bool:
+    """The conditional state move: it happens once, whoever races (and only while ``conditions`` hold)."""
+    return Reservation.objects.filter(*conditions, pk=reservation.pk, state__in=states).update(**changes) == 1
 
 
-def cancel(user, reservation: Reservation) -> Reservation:
-    """Cancel: windows not started are freed; one under way ends now. Members cancel their team's bookings."""
-    require_team(user, reservation.team, Role.MEMBER)
+def cancel(user, reservation: Reservation, as_staff: bool = False) -> Reservation:
+    """Cancel: windows not started are freed; one under way ends now. Members cancel their team's bookings; staff
+    with the permission to decide on bookings cancel any team's in the admin console (``as_staff``), which offers no
+    delete: a booking's windows and what they billed must go through this move (reservations.admin)."""
+    if as_staff:
+        require_staff_permission(user, DECIDE_PERMISSION, "cancel reservations")
+    else:
+        require_team(user, reservation.team, Role.MEMBER)
     now = timezone.now()
     with transaction.atomic():
         if not _move(reservation, (ReservationState.PENDING, ReservationState.BOOKED),
@@ -264,13 +269,22 @@ def cancel(user, reservation: Reservation) -> Reservation:
 
 
 def approve(user, reservation: Reservation) -> Reservation:
+    """Book a pending reservation (staff). Its windows act from the approval on: one under way is billed from the
+    approval, not its start, and those that passed while it waited are never billed (:func:`billing.reserved.confirm`).
+    One whose windows are all over is refused — nothing is left to approve, and approving it would only bill hours it
+    never had — so staff decline it; the move is conditional on a window not over, so that holds whoever races."""
     require_staff_permission(user, DECIDE_PERMISSION, "approve reservations")
     now = timezone.now()
     with transaction.atomic():
-        if not _move(reservation, (ReservationState.PENDING,), state=ReservationState.BOOKED, decided_by=user,
-                     decided_at=now):
-            raise ReservationConflict(f"Only a pending reservation is approved; this one is {reservation.state}.")
-        reserved.confirm(reservation.ref)  # its windows act on the queue from now on
+        ahead = reserved.of_refs([reservation.ref], now)
+        if not _move(reservation, (ReservationState.PENDING,), Exists(ahead), state=ReservationState.BOOKED,
+                     decided_by=user, decided_at=now):
+            reservation.refresh_from_db(fields=["state"])
+            if reservation.state != ReservationState.PENDING:
+                raise ReservationConflict(f"Only a pending reservation is approved; this one is {reservation.state}.")
+            raise ReservationConflict("Nothing is left to approve: every window of this reservation ended while it "
+                                      "waited. Decline it to close it.")
+        reserved.confirm(reservation.ref, now)  # its windows act on the queue from now on
         audit(AuditAction.APPROVED, actor=user, team=reservation.team, target=reservation.ref, name=reservation.name)
         reservation.refresh_from_db()
         events.reservation_moved.send(sender=Reservation, reservation=reservation, move=events.APPROVED, at=now)

@@ -1,5 +1,5 @@
 """The calendar page: the next 14 days as a heatmap, the team's bookings named and others' only reserved; the
-booking form with its price preview; cancelling (issue 49, points 3 and 7)."""
+booking form with its price preview; cancelling (issue 49, points 3 and 7). The admin console's bookings."""
 
 from __future__ import annotations
 
@@ -7,13 +7,18 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
 
+from billing.models import ReservedWindow, UsageRecord
 from reservations import services
+from reservations import windows as calendar
 from reservations.models import FlavorPolicy, Reservation
+from teams.models import AuditEvent
 from tests.factories import make_user
 from tests.reservations.support import booking_of, clusters_with, next_week_at
+from workloads.cycle import windows as cycle
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +128,57 @@ def test_a_time_the_portals_zone_skips_or_repeats_is_booked_as_typed_in_the_book
     assert booked.status_code == 302, booked.context["form"].errors
     reservation = Reservation.objects.get()
     assert (reservation.start, reservation.end) == (typed.replace(tzinfo=UTC), typed.replace(hour=4, tzinfo=UTC))
+
+
+# -- the admin console's bookings ---------------------------------------------------------------------------------
+
+CHANGELIST = "/admin/reservations/reservation/"
+
+
+def test_the_admins_approve_says_why_a_booking_whose_windows_all_passed_is_not_approved(member, team, east, flavors,
+                                                                                         staff_client):
+    FlavorPolicy.objects.create(flavor=flavors["a100-80gb"], needs_approval=True)
+    waited = services.book(member, booking_of(team, flavors["a100-80gb"], units=2, name="waited"))
+    now = timezone.now()
+    ReservedWindow.objects.filter(ref=waited.ref).update(start=now - timedelta(hours=9), end=now - timedelta(hours=1))
+    page = staff_client.post(CHANGELIST, {"action": "approve", "_selected_action": [waited.pk]}, follow=True)
+    assert page.status_code == 200
+    said = page.content.decode()
+    assert f"Waited (#{waited.pk}): Nothing is left to approve" in said  # the admin capitalizes messages
+    assert "Approved 0 reservation(s)." in said
+    assert Reservation.objects.get(pk=waited.pk).state == "pending"
+
+
+def test_the_admin_deletes_no_booking_and_staff_cancel_it_through_the_service_keeping_what_was_billed(
+        member, team, east, flavors, staff_client):
+    """Django's delete (the change page's, the list's "delete selected") took the booking and left its windows, linked
+    by ref alone, holding the share, committing and billing the team's money with nothing left to cancel. Staff cancel
+    it instead: the window under way ends now, the next one is freed, and what was billed stays on the ledger."""
+    booked = services.book(member, booking_of(team, flavors["a100-80gb"], units=2, name="unwanted", hours=4,
+                                              recurrence=calendar.Recurrence(calendar.DAILY, count=2)))
+    now = timezone.now()
+    under_way, ahead = ReservedWindow.objects.filter(ref=booked.ref).order_by("start")
+    ReservedWindow.objects.filter(pk=under_way.pk).update(start=now - timedelta(hours=1), end=now + timedelta(hours=3))
+    assert cycle.bill(now) == 1
+    billed = UsageRecord.objects.filter(ref=booked.ref).aggregate(cost=Sum("cost"))["cost"]
+    assert billed > 0
+
+    assert staff_client.post(f"{CHANGELIST}{booked.pk}/delete/", {"post": "yes"}).status_code == 403
+    chosen = staff_client.post(CHANGELIST, {"action": "delete_selected", "_selected_action": [booked.pk], "post": "yes"},
+                               follow=True)
+    assert "No action selected." in chosen.content.decode()
+    assert f"{booked.pk}/delete/" not in staff_client.get(f"{CHANGELIST}{booked.pk}/change/").content.decode()
+    assert 'value="delete_selected"' not in staff_client.get(CHANGELIST).content.decode()
+    assert Reservation.objects.get(pk=booked.pk).state == "booked"
+    assert ReservedWindow.objects.filter(ref=booked.ref).count() == 2
+
+    page = staff_client.post(CHANGELIST, {"action": "cancel", "_selected_action": [booked.pk]}, follow=True)
+    assert "Cancelled 1 reservation(s)." in page.content.decode()
+    cancelled = Reservation.objects.get(pk=booked.pk)
+    assert cancelled.state == "cancelled"
+    assert [w.pk for w in ReservedWindow.objects.filter(ref=booked.ref)] == [under_way.pk]  # the next one freed
+    assert ReservedWindow.objects.get(pk=under_way.pk).end == cancelled.cancelled_at  # under way: ends at the cancel
+    assert not ReservedWindow.objects.filter(pk=ahead.pk).exists()
+    assert UsageRecord.objects.filter(ref=booked.ref).aggregate(cost=Sum("cost"))["cost"] == billed  # stays billed
+    assert AuditEvent.objects.filter(action="reservation_cancelled", actor__username="sam",
+                                     target=booked.ref).exists()

@@ -177,7 +177,10 @@ def bill(now: datetime) -> int:
 
     What ran on a window is sampled each cycle (the holds' running units now, for the time since the window
     was last billed), as the open segments of work are. A conditional update on the window's ``billed_until``
-    makes a replayed or racing cycle bill nothing twice; the ledger's rows only move forward besides.
+    makes a replayed or racing cycle bill nothing twice; the ledger's rows only move forward besides. It is
+    conditional on the ``end`` read too: a cancel committed meanwhile ends the window earlier, and billing up to the
+    end read would bill past the cancel (and leave it billed past its end, so its "ended" notice never went). That
+    cycle bills nothing of the window; the next one reads the new end and bills up to it.
     """
     windows = list(ReservedWindow.objects.filter(start__lt=now, confirmed=True)
                    .filter(Q(billed_until__isnull=True) | Q(billed_until__lt=F("end")))
@@ -193,7 +196,7 @@ def bill(now: datetime) -> int:
         used = min(used, window.units)
         idle = window.units - used - lent
         with transaction.atomic():
-            moved = ReservedWindow.objects.filter(pk=window.pk, billed_until=window.billed_until).update(
+            moved = ReservedWindow.objects.filter(pk=window.pk, billed_until=window.billed_until, end=window.end).update(
                 billed_until=until,
                 used_unit_hours=F("used_unit_hours") + interval_unit_hours(used, since, until),
                 lent_unit_hours=F("lent_unit_hours") + interval_unit_hours(lent, since, until),
