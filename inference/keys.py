@@ -16,7 +16,10 @@ Who may do what (the one rule, :func:`may_manage`):
 
 Every change moves ``updated_at`` with one conditional ``filter(...).update(...)`` (the gateways refresh their
 cache by it, so a revocation or a disable reaches every gateway replica within seconds) and is audited in the
-same transaction.
+same transaction. ``updated_at`` (and a new key's ``created_at``) is the database's clock at the write, not the
+portal process's: a gateway reads the keys changed since the newest ``updated_at`` it saw, less a few seconds
+(gateway.keys), so a change stamped by a portal host whose clock runs behind, or stamped before a wait for the
+team's lock, would fall before that mark and never reach it — a revoked key left valid there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from datetime import UTC, datetime
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from inference.constants import (
@@ -241,8 +245,9 @@ def create_key(user, team: Team | str, endpoint: InferenceEndpoint | None, name,
         expires_at = expires_at.astimezone(UTC) if expires_at is not None else None
         key = ApiKey.objects.create(
             team=team, endpoint=endpoint, name=clean, prefix=raw[:PREFIX_LENGTH], digest=hash_token(raw),
-            created_by=user, created_at=now, updated_at=now, expires_at=expires_at,
+            created_by=user, created_at=Now(), updated_at=Now(), expires_at=expires_at,
             requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute)
+        key.refresh_from_db(fields=["created_at", "updated_at"])
         audit(AUDIT_KEY_CREATED, actor=user, team=team, target=_target(key), prefix=key.prefix, scope=_scope(key),
               expires_at=expires_at.isoformat() if expires_at else None,
               requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute)
@@ -256,7 +261,7 @@ def _move(user, key: ApiKey, action: str, staff: bool, allowed: dict, changes: d
     now = timezone.now()
     with transaction.atomic():
         moved = ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True, **allowed).update(
-            updated_at=now, **{field: (now if value is True else value) for field, value in changes.items()})
+            updated_at=Now(), **{field: (now if value is True else value) for field, value in changes.items()})
         if moved:
             audit(action, actor=user, team=key.team, target=_target(key), prefix=key.prefix, scope=_scope(key),
                   **({"as_staff": True} if staff and get_membership(user, key.team) is None else {}))

@@ -169,3 +169,23 @@ def test_an_endpoints_keys_are_its_own_and_its_teams(member, team, endpoint, cre
     assert keys.keys_of_team(team).count() == 3
     with pytest.raises(Http404):
         keys.get_key(member, ApiKey.objects.get(name="elsewhere").pk, endpoint=endpoint)
+
+
+def test_a_key_made_or_revoked_on_a_host_whose_clock_runs_behind_still_reaches_a_running_gateway(
+        member, team, endpoint, monkeypatch):
+    from gateway.keys import OVERLAP_SECONDS, KeyCache
+
+    cache = KeyCache()
+    keys.create_key(member, team, endpoint, "first")
+    assert cache.refresh() == 1  # the gateway's mark: the newest updated_at it read
+    at = timezone.now()
+    behind = at - timedelta(seconds=OVERLAP_SECONDS * 12)
+    # A portal host a minute behind (or a create that waited that long for the team's lock): its stamps, had they been
+    # its own clock's, would fall before the mark less the overlap, and the refresh would never read them.
+    monkeypatch.setattr(keys.timezone, "now", lambda: behind)
+    key, raw = keys.create_key(member, team, endpoint, "late")
+    cache.refresh()
+    assert cache.check(f"Bearer {raw}", team.pk, endpoint.pk, at) is not None
+    keys.revoke_key(member, key)
+    cache.refresh()
+    assert cache.check(f"Bearer {raw}", team.pk, endpoint.pk, at) is None
