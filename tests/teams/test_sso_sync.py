@@ -71,6 +71,22 @@ def test_sync_adds_changes_and_removes_only_provider_memberships_and_audits_each
     assert AuditEvent.objects.filter(action=AuditEvent.Action.MEMBERSHIP_CHANGED).count() == 3
 
 
+def test_the_provider_may_lower_or_remove_a_teams_last_admin_and_one_added_by_hand_stays(db):
+    """docs/sso.md: the Team page's "a team keeps an admin" does not bind the sync, the provider is the source of
+    truth for the memberships it gave; an admin added by hand is the one a team keeps."""
+    ml, cv = make_team("ml"), make_team("cv")
+    lead, kept = make_user("lead"), make_user("kept")
+    Membership.objects.create(team=ml, user=lead, role=Role.ADMIN, source=Membership.Source.OIDC)
+    Membership.objects.create(team=cv, user=lead, role=Role.ADMIN, source=Membership.Source.OIDC)
+    add_member(cv, kept, Role.ADMIN)
+    GroupMapping.objects.create(claim_value="ml-users", team=ml, role=Role.MEMBER)
+
+    sso.sync_memberships(lead, {"groups": ["ml-users"]})
+
+    assert not Membership.objects.filter(team=ml, role=Role.ADMIN).exists()  # ml has no admin now
+    assert list(Membership.objects.filter(team=cv).values_list("user__username", "role")) == [("kept", Role.ADMIN)]
+
+
 def test_sync_refuses_claims_without_the_groups_claim_and_changes_nothing(db):
     ml = make_team("ml")
     user = make_user()
