@@ -42,6 +42,20 @@ def flavor_price(flavor: GpuFlavor, spot: bool = False, cluster_id: int | None =
     return priced(flavor, _cluster_prices(flavor).get(cluster_id) if cluster_id is not None else None, spot)
 
 
+def hold_rate(charged_price: Decimal | None, flavor: GpuFlavor, spot: bool, cluster_id: int | None) -> Decimal:
+    """The price a unit-hour of a quota hold is charged — the one rule (docs/money.md "What work costs"):
+    its charged rate once billing opened a segment (``charged_price``, never re-read from the price table),
+    else today's price of its flavor on the cluster it was placed on (:func:`flavor_price`; not placed: the
+    flavor's). :meth:`QuotaHold.rate` asks it of a hold; billing asks it with a workload's flavor, spot and
+    cluster (the reconcile cycle reads a hold's money columns alone, and shares one flavor instance, whose
+    cluster prices are then read once). The ledger's SQL (``billing.ledger._priced``, SQL so that spend,
+    budgets and commitments price every hold in one statement) is this rule too:
+    tests/billing/test_hold_rate.py compares the two."""
+    if charged_price is not None:
+        return charged_price
+    return flavor_price(flavor, spot, cluster_id)
+
+
 def priced(flavor: GpuFlavor, override: tuple[Decimal, Decimal | None] | None, spot: bool) -> Decimal:
     """A unit-hour of ``flavor`` on a cluster whose own ``(price, spot price)`` is ``override`` (None: it
     sets none, the flavor's; a spot price of None: the flavor's spot price) — the one override rule,
@@ -271,6 +285,11 @@ class QuotaHold(models.Model):
     @property
     def preemptible(self) -> bool:
         return self.borrowed_units > 0
+
+    def rate(self) -> Decimal:
+        """What a unit-hour of its units is charged (:func:`hold_rate`): the money its open segment and
+        its commitment are counted at."""
+        return hold_rate(self.charged_price, self.flavor, self.spot, self.cluster_id)
 
 
 class UsageRecord(models.Model):

@@ -57,7 +57,7 @@ from billing.ledger import (
     open_groups_of,
     open_groups_statement,
 )
-from billing.models import QuotaHold, ReservedWindow, TeamBudget, flavor_price
+from billing.models import QuotaHold, ReservedWindow, TeamBudget
 from billing.pricing import dearest_sql
 from billing.services import team_budget_state
 from core import metrics
@@ -417,15 +417,14 @@ def _growth(team, hold: QuotaHold, units: int, burst: bool,
     size, its current units counted as free. With the facts and the usage it was asked with.
 
     ``more_committed``: the units it commits beyond what it commits now (an endpoint's higher minimum),
-    priced at the hold's rate to the month's end — what :func:`billing.ledger.committed` will count once
-    the resize is written, so the budget weighs a raised minimum as it weighs a new one. Burst commits nothing.
+    priced at the hold's rate (:meth:`~billing.models.QuotaHold.rate`, the rule the ledger's SQL prices it by)
+    to the month's end — what :func:`billing.ledger.committed` will count once the resize is written, so the
+    budget weighs a raised minimum as it weighs a new one. Burst commits nothing.
     """
     # Only burst may borrow: an endpoint's minimum grown by a new base never does.
     request = dataclasses.replace(request_of(hold), units=units, burst=burst, may_borrow=burst)
     if more_committed:
-        rate = hold.charged_price if hold.charged_price is not None else flavor_price(hold.flavor, hold.spot,
-                                                                                        hold.cluster_id)
-        request = dataclasses.replace(request, cost_per_hour=rate * more_committed)
+        request = dataclasses.replace(request, cost_per_hour=hold.rate() * more_committed)
     usage = in_use_of(team, hold.flavor_id) - hold.units
     quota = TeamQuota.objects.filter(team=team, flavor=hold.flavor).first()
     facts = flavor_quota(hold.flavor, quota, cohort, team.pk)
