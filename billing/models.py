@@ -104,11 +104,19 @@ class ClusterPrice(models.Model):
 
 
 class TeamBudget(models.Model):
-    """A team's monthly spending limit. Without one, spending is unlimited."""
+    """A team's monthly spending limit. Without one, spending is unlimited.
+
+    A budget is in ``SLIPWAY_CURRENCY``, as every figure it is compared with (spend, committed money,
+    prices) is: what shows and decides it reads the setting, never ``currency``. That column records the
+    currency the limit was set in — the setting's, written by ``quotas.services.set_team_budget``; a row
+    from before, when staff could type another, is reported by the system check ``slipway.W001``
+    (:mod:`billing.checks`, docs/money.md "A budget's currency") until saved again.
+    """
 
     team = models.OneToOneField("portal.Team", on_delete=models.CASCADE, related_name="budget")
     monthly_limit = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal(0))])
-    currency = models.CharField(max_length=3, default=_default_currency)
+    currency = models.CharField(max_length=3, default=_default_currency, editable=False,
+                                help_text="The currency the limit was set in: SLIPWAY_CURRENCY's.")
     alert_threshold_percent = models.PositiveSmallIntegerField(
         default=80, validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Warn the team once this share of the budget is spent.",
@@ -126,7 +134,7 @@ class TeamBudget(models.Model):
         ordering = ["team__slug"]
 
     def __str__(self) -> str:
-        return f"{self.team.slug}: {self.monthly_limit} {self.currency}/month"
+        return f"{self.team.slug}: {self.monthly_limit} {settings.SLIPWAY_CURRENCY}/month"
 
 
 class BudgetMonthQuerySet(models.QuerySet):
@@ -137,7 +145,7 @@ class BudgetMonthQuerySet(models.QuerySet):
         """
         row, _ = self.update_or_create(team=team, month=month, defaults={
             "monthly_limit": budget.monthly_limit if budget else None,
-            "currency": budget.currency if budget else settings.SLIPWAY_CURRENCY})
+            "currency": settings.SLIPWAY_CURRENCY})  # a budget's (TeamBudget), the spend's
         return row
 
     def of_month(self, team, month) -> BudgetMonth | None:
