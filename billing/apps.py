@@ -7,3 +7,6 @@ class BillingConfig(AppConfig):
     name = "billing"
     verbose_name = "Billing"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from billing import checks  # noqa: F401  (registers the system checks)

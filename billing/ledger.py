@@ -338,7 +338,9 @@ def _priced(q) -> tuple[str, str]:
     """The join of a quota hold ``h`` to its flavor ``f`` and its cluster's price of it, and the two
     price columns (on-demand, spot) that result: its charged rate once billing began
     (``h.charged_price``), else the price of the cluster it was placed on where that cluster prices
-    the flavor, else the flavor's — :func:`billing.models.flavor_price`'s rule, in SQL."""
+    the flavor, else the flavor's — :func:`billing.models.hold_rate`, the one rule of a hold's rate, in SQL:
+    kept SQL so one statement prices every hold (and groups holds alike by it), and compared with the rule
+    on every way of finding the rate by tests/billing/test_hold_rate.py."""
     join = (f"JOIN {q(GpuFlavor._meta.db_table)} f ON f.id = h.flavor_id"
             f" LEFT JOIN {q(ClusterPrice._meta.db_table)} cp ON cp.flavor_id = h.flavor_id AND cp.cluster_id = h.cluster_id")
     columns = ("COALESCE(h.charged_price, cp.price_per_hour, f.price_per_hour),"

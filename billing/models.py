@@ -42,6 +42,20 @@ def flavor_price(flavor: GpuFlavor, spot: bool = False, cluster_id: int | None =
     return priced(flavor, _cluster_prices(flavor).get(cluster_id) if cluster_id is not None else None, spot)
 
 
+def hold_rate(charged_price: Decimal | None, flavor: GpuFlavor, spot: bool, cluster_id: int | None) -> Decimal:
+    """The price a unit-hour of a quota hold is charged — the one rule (docs/money.md "What work costs"):
+    its charged rate once billing opened a segment (``charged_price``, never re-read from the price table),
+    else today's price of its flavor on the cluster it was placed on (:func:`flavor_price`; not placed: the
+    flavor's). :meth:`QuotaHold.rate` asks it of a hold; billing asks it with a workload's flavor, spot and
+    cluster (the reconcile cycle reads a hold's money columns alone, and shares one flavor instance, whose
+    cluster prices are then read once). The ledger's SQL (``billing.ledger._priced``, SQL so that spend,
+    budgets and commitments price every hold in one statement) is this rule too:
+    tests/billing/test_hold_rate.py compares the two."""
+    if charged_price is not None:
+        return charged_price
+    return flavor_price(flavor, spot, cluster_id)
+
+
 def priced(flavor: GpuFlavor, override: tuple[Decimal, Decimal | None] | None, spot: bool) -> Decimal:
     """A unit-hour of ``flavor`` on a cluster whose own ``(price, spot price)`` is ``override`` (None: it
     sets none, the flavor's; a spot price of None: the flavor's spot price) — the one override rule,
@@ -90,11 +104,19 @@ class ClusterPrice(models.Model):
 
 
 class TeamBudget(models.Model):
-    """A team's monthly spending limit. Without one, spending is unlimited."""
+    """A team's monthly spending limit. Without one, spending is unlimited.
+
+    A budget is in ``SLIPWAY_CURRENCY``, as every figure it is compared with (spend, committed money,
+    prices) is: what shows and decides it reads the setting, never ``currency``. That column records the
+    currency the limit was set in — the setting's, written by ``quotas.services.set_team_budget``; a row
+    from before, when staff could type another, is reported by the system check ``slipway.W001``
+    (:mod:`billing.checks`, docs/money.md "A budget's currency") until saved again.
+    """
 
     team = models.OneToOneField("portal.Team", on_delete=models.CASCADE, related_name="budget")
     monthly_limit = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal(0))])
-    currency = models.CharField(max_length=3, default=_default_currency)
+    currency = models.CharField(max_length=3, default=_default_currency, editable=False,
+                                help_text="The currency the limit was set in: SLIPWAY_CURRENCY's.")
     alert_threshold_percent = models.PositiveSmallIntegerField(
         default=80, validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Warn the team once this share of the budget is spent.",
@@ -112,7 +134,7 @@ class TeamBudget(models.Model):
         ordering = ["team__slug"]
 
     def __str__(self) -> str:
-        return f"{self.team.slug}: {self.monthly_limit} {self.currency}/month"
+        return f"{self.team.slug}: {self.monthly_limit} {settings.SLIPWAY_CURRENCY}/month"
 
 
 class BudgetMonthQuerySet(models.QuerySet):
@@ -123,7 +145,7 @@ class BudgetMonthQuerySet(models.QuerySet):
         """
         row, _ = self.update_or_create(team=team, month=month, defaults={
             "monthly_limit": budget.monthly_limit if budget else None,
-            "currency": budget.currency if budget else settings.SLIPWAY_CURRENCY})
+            "currency": settings.SLIPWAY_CURRENCY})  # a budget's (TeamBudget), the spend's
         return row
 
     def of_month(self, team, month) -> BudgetMonth | None:
@@ -271,6 +293,11 @@ class QuotaHold(models.Model):
     @property
     def preemptible(self) -> bool:
         return self.borrowed_units > 0
+
+    def rate(self) -> Decimal:
+        """What a unit-hour of its units is charged (:func:`hold_rate`): the money its open segment and
+        its commitment are counted at."""
+        return hold_rate(self.charged_price, self.flavor, self.spot, self.cluster_id)
 
 
 class UsageRecord(models.Model):

@@ -26,7 +26,7 @@ from django.db.models.functions import Coalesce
 
 from billing import ledger
 from billing.ledger import Interval, usage_hour
-from billing.models import QuotaHold
+from billing.models import QuotaHold, hold_rate
 from core.money import ZERO
 
 #: The hold's columns that an hour's roll-over moves. A plan that moves only these (and no column of
@@ -74,17 +74,19 @@ def plan_billing(workload, running_units: int, first_started_at: datetime | None
     target = 0 if ended_at is not None else running_units
     idle = idle and target > 0
     start, units, open_idle = hold.billed_until, hold.open_units, hold.open_idle
-    # The open segment's charged rate, as recorded when it opened (holds billed before the rate
-    # was recorded: today's); a segment that opens here takes the price table's of this moment.
-    price = hold.charged_price if hold.charged_price is not None else workload.table_price()
-    if start is None or units == 0:
+    if start is not None and units:
+        # The open segment's rate, the hold's (billing.models.hold_rate, the rule spend and budgets
+        # priced it by): the charged rate recorded when it opened. The hold is read with its money
+        # columns alone (the cycle's HeldSegment): the workload says its flavor, spot and cluster.
+        price = hold_rate(hold.charged_price, workload.flavor, workload.spot, workload.cluster_id)
+    else:
         # 1. Nothing open. Open a segment when units run: on the hold's first sighting from the
         #    pod's start (it ran before we looked), later from this observation.
         if running_units == 0:
             return plan
         start = min(first_started_at or now, now) if hold.billed_until is None else now
         units, open_idle = running_units, idle
-        price = workload.table_price()
+        price = workload.table_price()  # a segment that opens takes the price table's of this moment
         plan.changes.update(billed_until=start, open_units=units, charged_price=price)
         if hold.started_at is None:
             plan.changes["started_at"] = attempt_started_at or start  # its runtime limit counts from there

@@ -35,7 +35,7 @@ def budget_state(budget: TeamBudget | None, spent: Decimal, committed: Decimal, 
     """The :class:`BudgetState` of a team's budget row (None: no budget) with its month's figures."""
     if budget is None:
         return BudgetState(None, spent, settings.SLIPWAY_CURRENCY, committed, hours_left_in_month(now))
-    return BudgetState(budget.monthly_limit, spent, budget.currency, committed, hours_left_in_month(now),
+    return BudgetState(budget.monthly_limit, spent, settings.SLIPWAY_CURRENCY, committed, hours_left_in_month(now),
                        budget.alert_threshold_percent)
 
 

@@ -54,7 +54,7 @@ class TeamBudgetInline(admin.StackedInline):
     model = TeamBudget
     extra = 0
     max_num = 1
-    fields = ["monthly_limit", "currency", "alert_threshold_percent", "policy"]
+    fields = ["monthly_limit", "alert_threshold_percent", "policy"]  # in SLIPWAY_CURRENCY (TeamBudget): no choice
 
 
 def save_team_formset(request, formset, team) -> None:
@@ -82,7 +82,7 @@ def save_team_formset(request, formset, team) -> None:
         for _obj in formset.deleted_objects:
             services.set_team_budget(request.user, team, None, ip=ip)
         for obj in [*formset.new_objects, *(o for o, _fields in formset.changed_objects)]:
-            services.set_team_budget(request.user, team, obj.monthly_limit, obj.currency,
+            services.set_team_budget(request.user, team, obj.monthly_limit, None,
                                      obj.alert_threshold_percent, ip=ip, policy=obj.policy)
 
 
@@ -265,17 +265,16 @@ class TeamSharingAdmin(admin.ModelAdmin):
 @admin.register(TeamBudget)
 class TeamBudgetAdmin(admin.ModelAdmin):
     list_display = ["team", "limit", "alert_threshold_percent", "policy", "spent"]
-    limit = money_column("monthly_limit", "monthly limit", "currency")
-    list_filter = ["currency"]
+    limit = money_column("monthly_limit", "monthly limit")  # in SLIPWAY_CURRENCY, as every budget (TeamBudget)
     search_fields = ["team__slug", "team__name"]
     autocomplete_fields = ["team"]
 
     @admin.display(description="Spent this month")
     def spent(self, obj: TeamBudget) -> str:
-        return format_money(spent_month(obj.team), obj.currency)
+        return format_money(spent_month(obj.team))
 
     def save_model(self, request, obj, form, change):
-        saved = services.set_team_budget(request.user, obj.team, obj.monthly_limit, obj.currency,
+        saved = services.set_team_budget(request.user, obj.team, obj.monthly_limit, None,
                                          obj.alert_threshold_percent, ip=client_ip(request), policy=obj.policy)
         obj.pk = saved.pk
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
 
+from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
@@ -57,7 +58,7 @@ from billing.ledger import (
     open_groups_of,
     open_groups_statement,
 )
-from billing.models import QuotaHold, ReservedWindow, TeamBudget, flavor_price
+from billing.models import QuotaHold, ReservedWindow, TeamBudget
 from billing.pricing import dearest_sql
 from billing.services import team_budget_state
 from core import metrics
@@ -139,7 +140,7 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         # Units on the quota: not the team's work inside its own reserved windows (QuotaHold.window).
         f" (SELECT COALESCE(SUM(units), 0) FROM {res}"
         f"  WHERE team_id = %(team)s AND flavor_id = f.id AND released_at IS NULL AND (window_id IS NULL OR lent)),"
-        f" b.monthly_limit, b.currency, b.alert_threshold_percent,"
+        f" b.monthly_limit, b.alert_threshold_percent,"
         # A budgeted team's ledger rows this month: month_spend's closed part (a round trip less under the lock).
         f" CASE WHEN b.monthly_limit IS NULL THEN NULL ELSE {closed_spend_subquery(q, '%(team)s', '%(since)s')} END,"
         # What bounds committed money (see admit): every unit the team holds, the dearest price any
@@ -227,7 +228,7 @@ def admit(team, request: ResourceRequest, ref: str,
                          "until": connection.ops.adapt_datetimefield_value(month_end(now))}),
             open_groups_statement([team.pk], now, budgeted=True)))
         (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
-         budget_limit, currency, threshold, closed, held_units, dearest, windows_commit, some_not_ready, has_window,
+         budget_limit, threshold, closed, held_units, dearest, windows_commit, some_not_ready, has_window,
          flavor_reserved) = facts_row
         if admitted:
             return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"already admitted: {ref}")
@@ -263,7 +264,9 @@ def admit(team, request: ResourceRequest, ref: str,
             bound = (committed(team.pk, now) if windows_commit
                      else cost_ahead(sql_decimal(dearest) or ZERO, int(held_units), now, month_end(now)))
             spent = month_spend([team.pk], now, {team.pk: closed}, open_groups_of(open_rows))[team.pk].spent
-            budget = BudgetState(sql_decimal(budget_limit), spent, currency, bound, hours_left_in_month(now), threshold)
+            # In SLIPWAY_CURRENCY, as the spend it is compared with (billing.models.TeamBudget).
+            budget = BudgetState(sql_decimal(budget_limit), spent, settings.SLIPWAY_CURRENCY, bound,
+                                 hours_left_in_month(now), threshold)
         decision = decide(request, int(usage), facts, budget)
         if decision.reason.code == AdmissionCode.WAITING_FOR_BUDGET and not windows_commit:
             # More committed money only ever queues: an admission at the bound stands at the
@@ -417,15 +420,14 @@ def _growth(team, hold: QuotaHold, units: int, burst: bool,
     size, its current units counted as free. With the facts and the usage it was asked with.
 
     ``more_committed``: the units it commits beyond what it commits now (an endpoint's higher minimum),
-    priced at the hold's rate to the month's end — what :func:`billing.ledger.committed` will count once
-    the resize is written, so the budget weighs a raised minimum as it weighs a new one. Burst commits nothing.
+    priced at the hold's rate (:meth:`~billing.models.QuotaHold.rate`, the rule the ledger's SQL prices it by)
+    to the month's end — what :func:`billing.ledger.committed` will count once the resize is written, so the
+    budget weighs a raised minimum as it weighs a new one. Burst commits nothing.
     """
     # Only burst may borrow: an endpoint's minimum grown by a new base never does.
     request = dataclasses.replace(request_of(hold), units=units, burst=burst, may_borrow=burst)
     if more_committed:
-        rate = hold.charged_price if hold.charged_price is not None else flavor_price(hold.flavor, hold.spot,
-                                                                                        hold.cluster_id)
-        request = dataclasses.replace(request, cost_per_hour=rate * more_committed)
+        request = dataclasses.replace(request, cost_per_hour=hold.rate() * more_committed)
     usage = in_use_of(team, hold.flavor_id) - hold.units
     quota = TeamQuota.objects.filter(team=team, flavor=hold.flavor).first()
     facts = flavor_quota(hold.flavor, quota, cohort, team.pk)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.db.models import Count, Min
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -83,15 +84,15 @@ class QuotaCollector(Collector):
 
     @staticmethod
     def _budgets(teams: dict[int, str], now) -> Iterator[GaugeMetricFamily]:
-        budgets = [row for row in TeamBudget.objects.values_list("team_id", "monthly_limit", "currency")
-                   if row[0] in teams]
-        spend = month_spend([team_id for team_id, _limit, _currency in budgets], now)
+        budgets = [row for row in TeamBudget.objects.values_list("team_id", "monthly_limit") if row[0] in teams]
+        spend = month_spend([team_id for team_id, _limit in budgets], now)
+        currency = settings.SLIPWAY_CURRENCY  # a budget's, as the spend's (billing.models.TeamBudget)
         spent = GaugeMetricFamily("slipway_budget_spent", "Spent this month, in the budget's currency.",
                                   labels=["team", "currency"])
         limit = GaugeMetricFamily("slipway_budget_limit", "The team's monthly budget.", labels=["team", "currency"])
         burn = GaugeMetricFamily("slipway_budget_burn_ratio", "Spent this month ÷ the monthly budget (1 = all spent).",
                                  labels=["team"])
-        for team_id, monthly_limit, currency in budgets:
+        for team_id, monthly_limit in budgets:
             month = spend[team_id].spent
             spent.add_metric([teams[team_id], currency], float(month))
             limit.add_metric([teams[team_id], currency], float(monthly_limit))

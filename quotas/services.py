@@ -18,6 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Sum
 
@@ -324,9 +325,14 @@ def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: 
                     policy: str | None = None, now: datetime | None = None) -> TeamBudget | None:
     """Set (or with ``monthly_limit=None`` remove) the team's monthly budget; audited.
 
-    A change is also recorded as the budget of ``now``'s month (:class:`BudgetMonth`), so that
-    month's burn-down keeps it after the budget changes again.
+    A budget is in ``SLIPWAY_CURRENCY`` (:class:`~billing.models.TeamBudget`): ``currency`` may only say
+    so (another is a ``ValidationError`` on it, nothing written), and the row records it — saving a budget
+    set in another currency before relabels it, audited. A change is also recorded as the budget of
+    ``now``'s month (:class:`BudgetMonth`), so that month's burn-down keeps it after the budget changes again.
     """
+    if currency is not None and currency != settings.SLIPWAY_CURRENCY:
+        raise ValidationError({"currency": f"A budget is in {settings.SLIPWAY_CURRENCY} (SLIPWAY_CURRENCY), the "
+                                           f"currency of the spend it is compared with: {currency!r} cannot be set."})
     lock_admission(team)  # admission reads the budget under this lock
     old = TeamBudget.objects.filter(team=team).first()
     before = budget_fields(old)
@@ -335,7 +341,7 @@ def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: 
             old.delete()
         budget = None
     else:
-        defaults = {"monthly_limit": monthly_limit, "currency": currency or (old.currency if old else settings.SLIPWAY_CURRENCY)}
+        defaults = {"monthly_limit": monthly_limit, "currency": settings.SLIPWAY_CURRENCY}
         if alert_threshold_percent is not None:
             defaults["alert_threshold_percent"] = alert_threshold_percent
         if policy is not None:

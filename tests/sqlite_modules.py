@@ -26,6 +26,7 @@ SQLITE_MODULES = {
     "tests/quotas/test_api.py": "the usage report's sums by day, flavor and workload",
     "tests/billing/test_segments.py": "open segments and groups (billing.segments's SQL)",
     "tests/billing/test_open_spend.py": "the month's spend with open segments",
+    "tests/billing/test_hold_rate.py": "a hold's rate in the ledger's SQL (billing.ledger._priced) against the rule",
     "tests/workloads/test_budget_forecast.py": "committed money (billing.segments._commitments_sql)",
     "tests/reservations/test_api.py": "reserved windows' committed money (billing.ledger._commitments_sql's UNION ALL)",
     "tests/reservations/test_window_admission.py": "admission's facts with a team's reserved windows (the hot path's EXISTS on them)",
