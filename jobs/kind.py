@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -142,8 +143,9 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
                               deleted=True, kept_across_attempts=True),
                  *PROVISIONING_RESOURCES)
     # preemption_grace reads the checkpoint every cycle; the price of a run's unit-hour, when an hour turns,
-    # reads its shape (TrainingRun.placement_shape) — deferred, they would be a query each per run.
-    observed_fields = ("checkpoint", "gpus_per_worker", "workers")
+    # reads its shape (TrainingRun.placement_shape); a drain, what it was applied as (TrainingRun.resource_kind)
+    # — deferred, they would be a query each per run.
+    observed_fields = ("checkpoint", "gpus_per_worker", "workers", "applied_training_api")
     committed_units = ("gpus_per_worker", "workers")  # TrainingRun.total_units
     runtime_limit = "max_runtime_minutes"
     job_fields = ("name", "flavor_id", "image")
@@ -207,6 +209,17 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
                                estimated_cost=run.estimated_total_cost, cost_per_hour=run.estimated_cost_per_hour,
                                training_framework=run.training_framework, for_reservation=run.for_reservation)
 
+    def fix_applied(self, run: TrainingRun, cluster) -> None:
+        """Its training API, fixed at its attempt's first apply try to the one ``cluster`` has now
+        (:attr:`TrainingRun.applied_training_api`): a PyTorchJob stays one when staff move the cluster to Trainer v2,
+        for its status, a drain, its manifest and its delete. Later tries of the same attempt keep it (the first may
+        have reached the cluster); a try of an attempt started afresh (``apply_attempts`` reset to 0, so 1 now)
+        takes the cluster's API anew — a requeued run's next attempt runs on what its cluster has then."""
+        first = Q(apply_attempts__lte=1) | Q(applied_training_api="")
+        TrainingRun.objects.filter(first, pk=run.pk, cluster_id=cluster.pk, applied_at__isnull=True).update(
+            applied_training_api=cluster.effective_training_api)
+        run.refresh_from_db(fields=["applied_training_api", "apply_attempts", "applied_at"])
+
     def manifests(self, run: TrainingRun) -> list[dict]:
         return build_training(training_spec(run), core.backend.cluster_config())
 
@@ -248,7 +261,8 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
         """A spot run whose node the provider reclaimed waits for capacity again, not failed, and
         spends no retry. An on-demand run's disruption (a drain) is its Job's or PyTorchJob's own to retry; a
         TrainJob's fails its whole set at once (Slipway's runtimes: deploy/training-runtimes/), so it goes back to
-        the queue too, to resume from its checkpoint where there is room (docs/training.md)."""
+        the queue too, to resume from its checkpoint where there is room (docs/training.md). A TrainJob as the
+        run was applied (:attr:`TrainingRun.resource_kind`), not as its cluster would apply it now."""
         return bool(status.disrupted) and (run.spot or run.resource_kind == RunResourceKind.TRAINJOB)
 
     def column_changes(self, run: TrainingRun, status: WorkloadStatus) -> dict:

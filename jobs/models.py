@@ -14,7 +14,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
-from cluster.training import ASSUMED, DEFAULT_FRAMEWORK, FRAMEWORKS, TRAINJOB, V1_FRAMEWORKS
+from cluster.training import ASSUMED, DEFAULT_FRAMEWORK, FRAMEWORKS, TRAINING_APIS, TRAINJOB, V1_FRAMEWORKS
 from core.priority import Priority
 from jobs.constants import ACTIVE_STATES, FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
 from jobs.progress import TrainerReport
@@ -76,8 +76,13 @@ class TrainingRun(Workload):
     #: What a TrainJob's trainer last said of its progress (``trainerStatus``, Trainer v2 only; docs/training.md
     #: "Progress"): ``{"at", "percent", "remaining_seconds", "metrics": [[name, value], …]}``, None when nothing.
     trainer_status = models.JSONField(null=True, blank=True, default=None)
-
-
+    #: The training API its current attempt is applied with (:data:`cluster.training.TRAINING_APIS`): its cluster's
+    #: when the attempt's apply began, fixed then (:meth:`jobs.kind.TrainingKind.fix_applied`), so a cluster that
+    #: moves to another API meanwhile changes nothing of what runs — work applied under v1 finishes under v1
+    #: (docs/training.md "Moving a cluster from v1 to v2"). Its next attempt takes its cluster's API anew. ""
+    #: until an apply began (runs of before it was kept: what their cluster had at the upgrade, migration 0019).
+    applied_training_api = models.CharField(max_length=20, blank=True, default="",
+                                            choices=[(api, api) for api in TRAINING_APIS])
 
     def get_absolute_url(self) -> str:
         return reverse("jobs:run-detail", args=[self.pk])
@@ -105,13 +110,24 @@ class TrainingRun(Workload):
 
     @property
     def training_api(self) -> str:
-        """The training API its distributed training goes to: its cluster's (:func:`cluster.training.effective`);
-        not placed yet, Trainer v2 for a framework only Trainer v2 runs, else the v1 PyTorchJob (what Slipway
-        assumes of a cluster until discovery says: :data:`cluster.training.ASSUMED`). What its manifest shows
-        until placement decides (docs/training.md "Which object a run is")."""
+        """The training API its distributed training goes to: once its attempt's apply began, the one it was
+        applied with (:attr:`applied_training_api`: what its objects are, whatever its cluster moved to since);
+        before that its cluster's (:func:`cluster.training.effective`); not placed yet, Trainer v2 for a framework
+        only Trainer v2 runs, else the v1 PyTorchJob (what Slipway assumes of a cluster until discovery says:
+        :data:`cluster.training.ASSUMED`). What its manifest shows until placement decides (docs/training.md
+        "Which object a run is")."""
+        if self.applied_training_api and self.apply_began:
+            return self.applied_training_api
         if self.cluster_id is not None:
             return self.cluster.effective_training_api
         return TRAINJOB if self.framework not in V1_FRAMEWORKS else ASSUMED
+
+    @property
+    def apply_began(self) -> bool:
+        """Whether its current attempt's apply began: it was applied, or an apply is being tried. Every move that
+        starts the apply afresh (a requeue as its next attempt, a withdrawal to another cluster, nodes given back)
+        resets ``apply_attempts`` and ``applied_at``: what was fixed for the attempt before no longer holds."""
+        return self.applied_at is not None or self.apply_attempts > 0
 
     @property
     def has_checkpoint_contract(self) -> bool:

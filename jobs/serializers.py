@@ -170,7 +170,8 @@ class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, Secr
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
     resource_kind = serializers.CharField(help_text="The resource kind of its main object: Job (one worker); for "
-                                                    "several, TrainJob on a Trainer v2 cluster, else PyTorchJob.")
+                                                    "several, TrainJob or PyTorchJob as its attempt was applied "
+                                                    "(before that, as its cluster's training API says).")
     object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"run-42\").")
     namespace = serializers.CharField()
     estimated_cost_per_hour = PriceField(units="total_units")

@@ -247,7 +247,8 @@ def checkpoint_from_log(run: TrainingRun) -> bool:
     """Record the last ``SLIPWAY_CHECKPOINT`` line of the run's log as a report, when it is not the
     one recorded already. True when it recorded one.
 
-    Read only when the run is about to be preempted (workloads.cycle.preemption), never every cycle: one
+    Read only when the run is about to be preempted or interrupted (its spot node reclaimed), and while its
+    pods stop (workloads.cycle.preemption), never every cycle: one
     log read of its main pod (a Job's newest attempt, a PyTorchJob's Master), its last 200 lines.
     """
     if run.checkpoint is None:

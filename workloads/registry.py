@@ -116,6 +116,14 @@ class WorkloadKind(abc.ABC):
 
         A kind without :attr:`cluster_objects` has none ([]): what its manifest view shows; never applied."""
 
+    def fix_applied(self, workload, cluster) -> None:
+        """Record what ``workload``'s attempt is applied as where that hangs on ``cluster``'s setup, which may
+        change while the attempt runs (a run's training API: docs/training.md "Moving a cluster from v1 to v2"),
+        so that what reads the attempt later reads what was applied. The apply task calls it on every try, after
+        placement and before it renders; a kind keeps what the attempt's first try fixed (that try may have
+        reached the cluster). Nothing to fix for most kinds."""
+        return None
+
     @abc.abstractmethod
     def status(self, observed: ObservedWorkload | None, workload, now: datetime) -> WorkloadStatus | None:
         """Map what the cluster shows to a status; None when its main object does not exist.

@@ -82,6 +82,7 @@ def apply_workload(prefix: str, pk: int) -> str:
             reason=why[:500], reason_code=ReasonCode.NO_CLUSTER)
         raise Transient(f"no cluster can take {workload.ref} now: {why}")
     if kind.cluster_objects:
+        kind.fix_applied(workload, cluster)  # before anything of the attempt is rendered for the cluster
         # An atomic elastic pool without ready nodes for it: its nodes are asked for first (workloads.provisioning).
         pool = provisioning.pool_to_grow(kind, workload, cluster) if workload.provisioning_since is None else None
         if pool is not None or provisioning.waiting(workload):

@@ -90,3 +90,34 @@ def test_an_on_demand_runs_disruption_is_the_jobs_own_to_retry(running, fake_bac
     run.refresh_from_db()
     assert report.preempted == [] and run.preempting_since is None and run.state == RunState.RUNNING
     assert not PreemptionEvent.objects.exists()
+
+
+def test_a_checkpoint_the_run_printed_to_its_log_is_where_it_resumes_after_an_interruption(
+        member, team, quota, published, fake_backend):
+    """A run that prints ``SLIPWAY_CHECKPOINT step=… path=…`` instead of POSTing: the interruption reads the
+    line, as a reclaim does, while its pods still answer — its lost work counts from it, and attempt 2 resumes
+    from it rather than from scratch."""
+    data = {k: v for k, v in run_payload(spot=True, gpus_per_worker=2, checkpoint={"grace_seconds": 30}).items()
+            if k != "team"}
+    run = applied(submit_run(member, team, data), fake_backend)
+    t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=12)
+    fake_backend.set_running(NS, run.object_name, units=2, started=iso(t0))
+    rec.reconcile(fake_backend, now=t0 + timedelta(minutes=2))
+    written = t0 + timedelta(minutes=10)
+    [pod] = fake_backend.pod_lists[(NS, run.object_name)]
+    fake_backend.log_lines[pod["metadata"]["name"]] = [
+        f"{iso(t0 + timedelta(minutes=5))} SLIPWAY_CHECKPOINT step=100 path=/slipway/checkpoints/step-100",
+        f"{iso(written)} SLIPWAY_CHECKPOINT step=200 path=/slipway/checkpoints/step-200", "epoch 3"]
+    disrupt(fake_backend, run)
+    assert rec.reconcile(fake_backend).preempted == [run.ref]
+    run.refresh_from_db()
+    assert (run.last_checkpoint_step, run.last_checkpoint_path) == (200, "/slipway/checkpoints/step-200")
+    assert run.last_checkpoint_at == written
+    event = PreemptionEvent.objects.get(ref=run.ref)
+    assert "2 min of work since its last checkpoint lost" in event.reason  # from the line's time, not the start
+
+    assert rec.reconcile(fake_backend).requeued == [run.ref]
+    assert applied(TrainingRun.objects.get(pk=run.pk), fake_backend).attempt == 2
+    job = fake_backend.main_object(NS, run.object_name)
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["SLIPWAY_ATTEMPT"], env["SLIPWAY_RESUME_FROM"]) == ("2", "/slipway/checkpoints/step-200")

@@ -389,7 +389,12 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
     """A spot run whose node the provider reclaimed (``status.disrupted``): logged like a
     preemption (no team took it: ``by_team`` empty, cause ``spot``), its objects deleted at
     once (the node is gone), and queued again once they are — :func:`follow`. Not counted in
-    ``preemptions`` (no team took anything). False when something else moved it first."""
+    ``preemptions`` (no team took anything). False when something else moved it first.
+
+    A checkpoint it printed to its log and never reported is read first, as a reclaim reads it
+    (:meth:`workloads.registry.Checkpoints.refresh_checkpoint`), while what is left of its pods still
+    answers: its lost work counts from it, and its next attempt resumes from it."""
+    Checkpoints.of(kind).refresh_checkpoint(workload)
     units = workload.placement_shape[0]
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, units, now)
     reason = interrupted_reason(status.disrupted, lost_words(since, now, checkpointed))
