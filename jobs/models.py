@@ -115,7 +115,7 @@ class TrainingRun(Workload):
         before that its cluster's (:func:`cluster.training.effective`); not placed yet, Trainer v2 for a framework
         only Trainer v2 runs, else the v1 PyTorchJob (what Slipway assumes of a cluster until discovery says:
         :data:`cluster.training.ASSUMED`). What its manifest shows until placement decides (docs/training.md
-        "Which object a run is")."""
+        "The TrainJob")."""
         if self.applied_training_api and self.apply_began:
             return self.applied_training_api
         if self.cluster_id is not None:
