@@ -38,11 +38,13 @@ the API's fields (see `slipway run --help`).
 
 \b
 Exit codes:
-  0  ok
-  1  a watched run failed (or another refusal, an unreachable server)
-  2  usage error, a bad spec file, or a spec the API refuses
-  3  not signed in
-  4  not found or forbidden
+  0    ok
+  1    a watched run failed (or another refusal, an unreachable server,
+       an answer that is not the API's)
+  2    usage error, a bad spec file, or a spec the API refuses
+  3    not signed in
+  4    not found or forbidden
+  130  Ctrl-C stopped a watch (the work goes on)
 """
 
 

@@ -8,7 +8,10 @@ subclass per kind of refusal, carrying the API's
 ``{"errors": {field: [messages]}}`` so callers can name the field. Reads are retried with
 backoff on network errors and 502/503/504; writes never are (a resent submission could start
 a second run), and a submission sends an ``Idempotency-Key`` so that a retry the *caller*
-makes with the same key returns the first run instead of creating another.
+makes with the same key returns the first run instead of creating another. A 429 is retried,
+after its ``Retry-After``, for a read and for a write that carries an ``Idempotency-Key``: the server
+refused it before doing anything, and the key would make a second copy harmless anyway. An answer
+that is not the API's JSON (a redirect, a proxy's HTML page) is :class:`NotJson`, naming the URL.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -23,6 +28,8 @@ import httpx
 #: Network failures and gateway answers retried for reads, with this backoff (seconds) between tries.
 READ_BACKOFF = (0.5, 1.0, 2.0)
 RETRIED_STATUSES = frozenset({502, 503, 504})
+#: The longest ``Retry-After`` of a 429 the client waits out by itself (seconds); a longer one is the caller's.
+MAX_RETRY_AFTER = 60.0
 #: RFC 8628's grant type, for :meth:`Client.wait_for_device_token`.
 DEVICE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 #: The states a sweep never leaves (docs/sweeps.md "The driver"): :meth:`Client.watch_sweep` stops at them.
@@ -63,6 +70,15 @@ class ApiError(Exception):
 
 class ConnectionFailed(ApiError):
     """The server could not be reached (after the retries, for a read)."""
+
+
+class NotJson(ApiError):
+    """A 1xx-3xx answer that is not the API's JSON: a redirect (``location`` says where), a proxy's or a sign-in
+    page's HTML. ``url`` is the address asked."""
+
+    def __init__(self, message: str, status: int, url: str, location: str | None = None) -> None:
+        super().__init__(message, status)
+        self.url, self.location = url, location
 
 
 class BadRequest(ApiError):
@@ -143,21 +159,56 @@ def _error_for(response: httpx.Response) -> ApiError:
     code = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), str) else None
     error = cls(message, response.status_code, errors, code)
     if isinstance(error, RateLimited):
-        retry_after = response.headers.get("Retry-After", "")
-        error.retry_after = float(retry_after) if retry_after.isdigit() else None
+        error.retry_after = retry_after(response)
     return error
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """``Retry-After`` in seconds (RFC 9110: a number of seconds or an HTTP date), None when absent or unreadable."""
+    value = response.headers.get("Retry-After", "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _not_json(response: httpx.Response, base: str) -> NotJson:
+    """What a 1xx-3xx answer that is not JSON says: where a redirect points (and the address to use instead, when
+    the redirect keeps the API's path), or what came instead of JSON."""
+    asked = str(response.request.url)
+    status = f"{response.status_code} {response.reason_phrase}".strip()
+    location = response.headers.get("Location")
+    if response.is_redirect and location:
+        target = str(response.request.url.join(location))
+        below = asked[len(base):] if asked.startswith(base) else ""
+        use = target[:-len(below)] if below and target.endswith(below) else target
+        return NotJson(f"{asked} answered {status}, a redirect to {target}, not the API's JSON: use {use} as the "
+                       "URL (--url, SLIPWAY_URL or the profile's)", response.status_code, asked, target)
+    kind = response.headers.get("Content-Type", "").split(";")[0].strip() or "no content type"
+    return NotJson(f"{asked} answered {status} with {kind}, not the API's JSON: is {base} Slipway's address (not a "
+                   "proxy's or a sign-in page)? Check --url, SLIPWAY_URL or the profile's", response.status_code,
+                   asked)
 
 
 class Client:
     """The REST API at ``url`` (the portal's address, e.g. ``https://slipway.example.com``) as ``token``."""
 
     def __init__(self, url: str, token: str | None, *, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None, backoff: tuple[float, ...] = READ_BACKOFF) -> None:
+                 transport: httpx.BaseTransport | None = None, backoff: tuple[float, ...] = READ_BACKOFF,
+                 wait: Wait = time.sleep) -> None:
         headers = {"Accept": "application/json", "User-Agent": "slipway-cli"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.url = url.rstrip("/")
         self.backoff = backoff
+        self.timeout = timeout
+        #: How the client waits before a retry (a test passes its own: no sleeping).
+        self.wait = wait
         self._http = httpx.Client(base_url=f"{self.url}/api/v1/", headers=headers, timeout=timeout, transport=transport)
 
     def close(self) -> None:
@@ -171,34 +222,75 @@ class Client:
 
     # -- transport ---------------------------------------------------------------------------
     def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
-                 headers: dict | None = None) -> httpx.Response:
+                 headers: dict | None = None, expect_json: bool = True) -> httpx.Response:
+        """One call, retried as the module docstring says; a refusal is its :class:`ApiError`, and an answer
+        that should be JSON and is not (``expect_json``; a 204 has no body) is :class:`NotJson`."""
         reading = method == "GET"
+        keyed = "Idempotency-Key" in (headers or {})
         # None, not {}: httpx would replace the query of a full URL (a page's ``next``) with an empty one.
         params = {k: v for k, v in (params or {}).items() if v is not None} or None
-        waits = [*self.backoff, None] if reading else [None]
-        for wait in waits:
+        for attempt in range(len(self.backoff) + 1):
+            pause = self.backoff[attempt] if attempt < len(self.backoff) else None
             try:
                 response = self._http.request(method, path, params=params, json=json, headers=headers)
             except httpx.TransportError as exc:
-                if wait is None:
-                    raise ConnectionFailed(f"cannot reach {self.url} ({exc}): check the address (--url, SLIPWAY_URL "
-                                           "or the profile's) and the network") from exc
+                if not reading or pause is None:
+                    raise self._unreachable(exc) from exc
             else:
-                if not (reading and response.status_code in RETRIED_STATUSES and wait is not None):
+                pause = self._retry_pause(response, pause, reading=reading, keyed=keyed)
+                if pause is None:
                     break
-            time.sleep(wait)
+            self.wait(pause)
         if response.status_code >= 400:
             raise _error_for(response)
+        if expect_json and response.status_code != 204:  # 204: No Content, the API's answer to a delete
+            try:
+                response.json()
+            except ValueError:
+                raise _not_json(response, self.url) from None
         return response
+
+    def _unreachable(self, exc: httpx.TransportError) -> ConnectionFailed:
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            return ConnectionFailed(f"{self.url} did not answer within {self.timeout:g} s ({type(exc).__name__})")
+        return ConnectionFailed(f"cannot reach {self.url} ({exc}): check the address (--url, SLIPWAY_URL or the "
+                                "profile's) and the network")
+
+    @staticmethod
+    def _retry_pause(response: httpx.Response, pause: float | None, *, reading: bool, keyed: bool) -> float | None:
+        """How long to wait before sending ``response``'s request again, None to keep the answer: a read's gateway
+        error waits the backoff; a 429 of a read or of a write with an ``Idempotency-Key`` its ``Retry-After`` (the
+        backoff if it names none), unless that is past :data:`MAX_RETRY_AFTER`."""
+        if pause is None:
+            return None
+        if response.status_code in RETRIED_STATUSES and reading:
+            return pause
+        if response.status_code == 429 and (reading or keyed):
+            after = retry_after(response)
+            if after is None:
+                return pause
+            return after if after <= MAX_RETRY_AFTER else None
+        return None
 
     def _get(self, path: str, **params) -> Any:
         return self._request("GET", path, params=params).json()
 
     def _pages(self, path: str, **params) -> Iterator[dict]:
-        """Every result of a paginated list, page after page (the API's ``next`` links)."""
+        """Every result of a paginated list, page after page (the API's ``next`` links), each once.
+
+        The API's pages are numbered: an object created while the pages are read pushes the others down a
+        place, and the last of a page comes again first on the next. An id already yielded is skipped.
+        """
         page = self._get(path, **params)
+        seen: set = set()
         while True:
-            yield from page["results"]
+            for item in page["results"]:
+                ident = item.get("id") if isinstance(item, dict) else None
+                if ident is not None:
+                    if ident in seen:
+                        continue
+                    seen.add(ident)
+                yield item
             if not page.get("next"):
                 return
             response = self._request("GET", page["next"])
@@ -356,6 +448,10 @@ class Client:
             if not ended:
                 wait(interval)
             latest = self.logs(run_id, tail=MAX_TAIL, pod=pod)["lines"]
+            if not latest:
+                # No lines while the cluster is away (or the pod is between attempts): not a log emptied. The last
+                # window shown stays the one the next is compared with, so only its new lines are printed.
+                continue
             yield from new_lines(shown, latest)
             shown = latest
 
@@ -472,7 +568,8 @@ class Client:
                   until: str | None = None, csv: bool = False) -> dict | str:
         """Usage and cost per key (JSON), or the hours as CSV text."""
         response = self._request("GET", f"{self._keys_path(endpoint_id, team)}usage/",
-                                 params={"since": since, "until": until, "format": "csv" if csv else None})
+                                 params={"since": since, "until": until, "format": "csv" if csv else None},
+                                 expect_json=not csv)
         return response.text if csv else response.json()
 
     def create_workspace(self, spec: dict, *, idempotency_key: str | None = None) -> Workspace:

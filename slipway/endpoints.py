@@ -11,7 +11,7 @@ import click
 
 from slipway.client import BadRequest, Client
 from slipway.config import api_call
-from slipway.failures import EXIT_USAGE, Failure
+from slipway.failures import EXIT_USAGE, Failure, creating, idempotency_key
 from slipway.keys import keys
 from slipway.output import dump, fields, money, per_hour, table, unit_price
 from slipway.serving import cold_starts, traffic
@@ -31,18 +31,20 @@ def endpoint() -> None:
               help="The endpoint's spec: YAML or JSON with the API's fields.")
 @click.option("--team", help="Team slug (overrides the spec's `team`).")
 @click.option("--dry-run", is_flag=True, help="Only show the admission decision, costs and burst now.")
-@click.option("--idempotency-key", help="Reuse the key of an earlier attempt: never a second endpoint.")
+@click.option("--idempotency-key", "given_key", help="Reuse the key of an earlier attempt: never a second endpoint.")
 @api_call
 def endpoint_create(client: Client, spec_file: Path, team: str | None, dry_run: bool,
-                    idempotency_key: str | None) -> None:
+                    given_key: str | None) -> None:
     """Create an inference endpoint from a spec file."""
     spec = load_spec(spec_file)
     if team:
         spec["team"] = team
+    key = idempotency_key(given_key)
     try:
         if dry_run:
             sys.exit(show_preview(client.dry_run_endpoint(spec)))
-        created = client.create_endpoint(spec, idempotency_key=idempotency_key)
+        with creating("endpoint", key):
+            created = client.create_endpoint(spec, idempotency_key=key)
     except BadRequest as exc:
         raise refused_spec(spec_file, exc) from exc
     click.echo(f"endpoint {created['id']} {created['name']}: {created['state']}")

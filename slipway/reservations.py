@@ -14,7 +14,7 @@ import click
 
 from slipway.client import BadRequest, Client
 from slipway.config import api_call
-from slipway.failures import EXIT_USAGE, Failure
+from slipway.failures import EXIT_USAGE, Failure, creating, idempotency_key
 from slipway.output import dump, money, table
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -89,18 +89,22 @@ def reserve() -> None:
 @click.option("--matching", type=click.Choice(["open", "targeted"]), default="open", show_default=True,
               help="open: any of the team's work of the flavor goes in; targeted: only work that names it "
                    "(--reservation ID, or for_reservation in a spec).")
+@click.option("--idempotency-key", "given_key",
+              help="Reuse the key of an earlier attempt: the same key never books (and bills) a second time.")
 @api_call
 def reserve_create(client: Client, team: str, flavor: str, units: int, cluster: str, start: str, end: str,
                    time_zone: str | None, daily: bool, weekly: str | None, until: str | None, count: int | None,
-                   name: str, purpose: str, matching: str) -> None:
+                   name: str, purpose: str, matching: str, given_key: str | None) -> None:
     """Book: refused with what to change when outside the policy, not free or past the budget."""
     spec = {"team": team, "flavor": flavor, "units": units, "cluster": cluster, "start": start, "end": end,
             "name": name, "purpose": purpose, "recurrence": recurrence(daily, weekly, until, count),
             "matching": matching}
     if time_zone:
         spec["time_zone"] = time_zone
+    key = idempotency_key(given_key)
     try:
-        booked = client.create_reservation(spec)
+        with creating("reservation", key):
+            booked = client.create_reservation(spec, idempotency_key=key)
     except BadRequest as exc:  # the booking as asked is refused: a usage error (exit 2), with the fields' words
         raise Failure(str(exc), EXIT_USAGE) from exc
     click.echo(describe(booked))

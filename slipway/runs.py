@@ -11,15 +11,22 @@ import contextlib
 import os
 import re
 import sys
-import uuid
 from pathlib import Path
 
 import click
 
 from slipway import polling
-from slipway.client import BadRequest, Client, ConnectionFailed, NotSignedIn
-from slipway.config import api_call, connection
-from slipway.failures import EXIT_FAILED, EXIT_NOT_SIGNED_IN, Failure, refusals
+from slipway.client import BadRequest, Client, NotSignedIn
+from slipway.config import api_call, signed_in
+from slipway.failures import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_SIGNED_IN,
+    Failure,
+    creating,
+    idempotency_key,
+    refusals,
+)
 from slipway.insight import progress_words
 from slipway.output import console, dump, fields, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec, show_preview
@@ -40,35 +47,41 @@ def runs() -> None:
               help="The run's spec: YAML or JSON with the API's fields (team, name, image, command, flavor, …).")
 @click.option("--team", help="Team slug (overrides the spec's `team`).")
 @click.option("--dry-run", is_flag=True, help="Only show the admission decision, cost estimate and estimated start.")
-@click.option("--watch", is_flag=True, help="Follow the run's state until it ends: exit 0 on success, 1 otherwise.")
-@click.option("--idempotency-key", help="Reuse the key of an earlier attempt: the same key never creates a second run.")
+@click.option("--watch", is_flag=True, help="Follow the run's state until it ends: exit 0 on success, 1 otherwise "
+                                           "(130 when Ctrl-C stops the watch; the run goes on).")
+@click.option("--idempotency-key", "given_key",
+              help="Reuse the key of an earlier attempt: the same key never creates a second run.")
 @click.option("--reservation", type=click.IntRange(min=1), metavar="ID",
               help="The team's reservation the run is for (overrides the spec's `for_reservation`): it goes into "
                    "that booking's window and waits for it (`slipway reserve ls` shows the ids).")
 @api_call
 def run(client: Client, spec_file: Path, team: str | None, dry_run: bool, watch: bool,
-        idempotency_key: str | None, reservation: int | None) -> None:
+        given_key: str | None, reservation: int | None) -> None:
     """Submit a training run from a spec file."""
     spec = load_spec(spec_file)
     if team:
         spec["team"] = team
     if reservation is not None:
         spec["for_reservation"] = reservation
-    key = idempotency_key or str(uuid.uuid4())
+    key = idempotency_key(given_key)
     try:
         if dry_run:
             sys.exit(show_preview(client.dry_run(spec)))
-        created = client.submit_run(spec, idempotency_key=key)
+        # A submission is not resent by itself; the same key makes resending it safe.
+        with creating("run", key):
+            created = client.submit_run(spec, idempotency_key=key)
     except BadRequest as exc:
         raise refused_spec(spec_file, exc) from exc
-    except ConnectionFailed as exc:
-        # A submission is not resent by itself; the same key makes resending it safe.
-        raise Failure(f"{exc}\nIt may have arrived: rerun with --idempotency-key {key} "
-                      "to retry without starting a second run") from exc
     click.echo(f"run {created['id']} {created['name']}: {created['state']}"
                + (f" ({created['reason']})" if created.get("reason") else ""))
     if watch:
-        sys.exit(watch_run(client, created["id"]))
+        try:
+            code = watch_run(client, created["id"])
+        except KeyboardInterrupt:
+            # Not the watched run's failure (exit 1): the watch stopped, the run goes on.
+            raise Failure(f"stopped watching run {created['id']}; it goes on (`slipway describe {created['id']}`, "
+                          f"`slipway cancel {created['id']}`)", EXIT_INTERRUPTED) from None
+        sys.exit(code)
 
 
 def watch_run(client: Client, run_id: int, interval: float = polling.FOLLOW_INTERVAL) -> int:
@@ -224,8 +237,7 @@ def checkpoint(ctx: click.Context, run_id: int | None, step: int, checkpoint_pat
     elif run_id is None:
         raise click.UsageError("give the RUN_ID (outside a run there is no SLIPWAY_RUN_TOKEN to tell which)")
     else:
-        url, token = connection(ctx.obj["profile"])
-        with refusals(), Client(url, token) as client:
+        with signed_in(ctx.obj["profile"]) as client:
             recorded = client.report_checkpoint(run_id, step, checkpoint_path)
     click.echo(f"run {run_id}: checkpoint at step {recorded['step']} recorded ({recorded['path']})")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 import yaml
@@ -55,8 +56,24 @@ def text_problem(text: str) -> str | None:
 
 
 class _Refused(yaml.MarkedYAMLError):
-    def __init__(self, problem: str, node: yaml.Node) -> None:
+    def __init__(self, problem: str, node: yaml.Node, *, by_field: bool = False) -> None:
         super().__init__(problem=problem, problem_mark=node.start_mark)
+        #: ``by_field``: the problem is worded after the field's name (:func:`_field_of` finds it).
+        self.node, self.by_field = node, by_field
+
+
+def _field_of(root: yaml.Node, target: yaml.Node) -> str:
+    """The field that holds ``target`` in ``root``'s document: ``run.max_runtime_minutes``, ``choices.0``."""
+    stack = [(root, "")]
+    while stack:
+        node, field = stack.pop()
+        if node is target:
+            return field or "the value"
+        if isinstance(node, yaml.MappingNode):
+            stack += [(value, f"{field}.{key.value}" if field else str(key.value)) for key, value in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(item, f"{field}.{index}" if field else str(index)) for index, item in enumerate(node.value)]
+    return "a value"
 
 
 def _refuse(words: str):
@@ -88,6 +105,12 @@ class _JsonValues(yaml.SafeLoader):
             )
         return value
 
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # more digits than Python reads as a number: no JSON parser takes it either
+            raise _Refused(_number_problem(_TooLong(node.value)), node, by_field=True) from None
+
     def construct_mapping(self, node, deep=False):
         mapping = super().construct_mapping(node, deep=deep)  # merges (<<) flattened into node.value first
         for key_node, _value in node.value:
@@ -102,6 +125,7 @@ class _JsonValues(yaml.SafeLoader):
 
 _JsonValues.add_constructor("tag:yaml.org,2002:str", _JsonValues.construct_yaml_str)
 _JsonValues.add_constructor("tag:yaml.org,2002:float", _JsonValues.construct_yaml_float)
+_JsonValues.add_constructor("tag:yaml.org,2002:int", _JsonValues.construct_yaml_int)
 _JsonValues.add_constructor(
     "tag:yaml.org,2002:timestamp",
     _refuse('{value} is a date or a time, which JSON has no value for: quote it ("{value}")'),
@@ -139,6 +163,8 @@ def _from_yaml(text: str) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         message = ", ".join(filter(None, (exc.context, exc.problem))) or "not YAML"  # "while parsing …, expected …"
+        if isinstance(exc, _Refused) and exc.by_field:
+            message = f"{_field_of(node, exc.node)} {message}"
         if mark is None:
             raise SpecError(message) from None
         raise SpecError(message, mark.line + 1, mark.column + 1) from None
@@ -152,16 +178,42 @@ def _not_a_number(name: str):
     raise SpecError(f"{name} is not a number JSON has (no NaN or infinity)")
 
 
+class _TooLong(str):
+    """An integer's digits past what Python reads as a number (``sys.get_int_max_str_digits``): kept as the text
+    it is until the walk of :func:`_from_json` refuses it by its field."""
+
+
+def _integer(digits: str) -> int | _TooLong:
+    try:
+        return int(digits)
+    except ValueError:
+        return _TooLong(digits)
+
+
+def _number_problem(value: Any) -> str | None:
+    """Why ``value`` is a number no JSON answer carries, or None: an infinity (``1e999`` reads as one), an integer
+    of more digits than a parser takes."""
+    if isinstance(value, _TooLong):
+        return (f"is an integer of {len(value.lstrip('-')):,} digits, more than a number JSON carries may have "
+                f"({sys.get_int_max_str_digits():,})")
+    if isinstance(value, float) and not math.isfinite(value):
+        return "is too large a number for JSON (it reads as infinity): write a smaller one, or quote it if it is text"
+    return None
+
+
 def _from_json(text: str) -> Any:
     """``text`` read as JSON; ``json.JSONDecodeError`` when it is none (then it is read as YAML)."""
-    value = json.loads(text, parse_constant=_not_a_number)
-    stack = [value]
+    value = json.loads(text, parse_constant=_not_a_number, parse_int=_integer)
+    stack = [(value, "")]
     while stack:
-        item = stack.pop()
+        item, field = stack.pop()
         if isinstance(item, dict):
-            stack += [*item.keys(), *item.values()]
+            stack += [(key, field) for key in item]
+            stack += [(child, f"{field}.{key}" if field else key) for key, child in item.items()]
         elif isinstance(item, list):
-            stack += item
+            stack += [(child, f"{field}.{index}" if field else str(index)) for index, child in enumerate(item)]
+        elif (problem := _number_problem(item)) is not None:
+            raise SpecError(f"{field or 'the value'} {problem}")
         elif isinstance(item, str) and (problem := text_problem(item)):
             raise SpecError(problem)
     return value

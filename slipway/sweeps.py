@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,9 @@ from rich.live import Live
 from rich.text import Text
 
 from slipway import polling
-from slipway.client import SWEEP_FINAL_STATES, BadRequest, Client, ConnectionFailed
+from slipway.client import SWEEP_FINAL_STATES, BadRequest, Client
 from slipway.config import api_call
-from slipway.failures import EXIT_FAILED, Failure
+from slipway.failures import EXIT_FAILED, Failure, creating, idempotency_key
 from slipway.output import console, dump, fields, grid, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec
 
@@ -150,26 +149,26 @@ def sweep() -> None:
 @click.option("--dry-run", is_flag=True,
               help="Only show its shape and cost range (trials, ASHA's rungs, a trial's price, the cap); nothing is "
                    "created.")
-@click.option("--idempotency-key", help="Reuse the key of an earlier attempt: the same key never creates a second sweep.")
+@click.option("--idempotency-key", "given_key",
+              help="Reuse the key of an earlier attempt: the same key never creates a second sweep.")
 @click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True,
               help="json/yaml: the API's answer (the sweep, or the dry run's shape).")
 @api_call
-def sweep_create(client: Client, spec_file: Path, team: str | None, dry_run: bool, idempotency_key: str | None,
+def sweep_create(client: Client, spec_file: Path, team: str | None, dry_run: bool, given_key: str | None,
                  output: str) -> None:
     """Create a sweep from its file: its first trials launch at once."""
     spec = load_spec(spec_file)
     if team:
         spec["team"] = team
-    key = idempotency_key or str(uuid.uuid4())
+    key = idempotency_key(given_key)
     try:
-        answer = client.dry_run_sweep(spec) if dry_run else client.create_sweep(spec, idempotency_key=key)
+        if dry_run:
+            answer = client.dry_run_sweep(spec)
+        else:
+            with creating("sweep", key):
+                answer = client.create_sweep(spec, idempotency_key=key)
     except BadRequest as exc:  # field errors, each with its line in the file; exit 2
         raise refused_spec(spec_file, exc) from exc
-    except ConnectionFailed as exc:
-        if dry_run:
-            raise
-        raise Failure(f"{exc}\nIt may have arrived: rerun with --idempotency-key {key} "
-                      "to retry without starting a second sweep") from exc
     if output != "text":
         dump(answer, output)
     elif dry_run:

@@ -8,6 +8,7 @@ import click
 
 from slipway.client import BadRequest, Client
 from slipway.config import api_call
+from slipway.failures import creating, idempotency_key
 from slipway.output import dump, money, table
 
 
@@ -26,15 +27,17 @@ def workspace() -> None:
 @click.option("--home-gb", type=click.IntRange(min=1), help="Size of the home volume (default 20).")
 @click.option("--idle-minutes", type=click.IntRange(min=1), help="Pause after this long idle (default 60).")
 @click.option("--image", help="A JupyterLab image (default: the platform's).")
-@click.option("--idempotency-key", help="Reuse the key of an earlier attempt: never a second workspace.")
+@click.option("--idempotency-key", "given_key", help="Reuse the key of an earlier attempt: never a second workspace.")
 @api_call
 def workspace_create(client: Client, team: str, name: str, flavor: str, gpus: int | None, home_gb: int | None,
-                     idle_minutes: int | None, image: str | None, idempotency_key: str | None) -> None:
+                     idle_minutes: int | None, image: str | None, given_key: str | None) -> None:
     """Create a workspace: admitted against the team's quota like any work (or queued, saying why)."""
     spec = {k: v for k, v in {"team": team, "name": name, "flavor": flavor, "gpus": gpus, "home_gb": home_gb,
                               "idle_minutes": idle_minutes, "image": image}.items() if v is not None}
+    key = idempotency_key(given_key)
     try:
-        created = client.create_workspace(spec, idempotency_key=idempotency_key)
+        with creating("workspace", key):
+            created = client.create_workspace(spec, idempotency_key=key)
     except BadRequest as exc:
         problems = "; ".join(f"{field}: {' '.join(words)}" for field, words in (exc.errors or {}).items())
         raise click.UsageError(f"the workspace was refused: {problems or exc}") from exc

@@ -65,7 +65,7 @@ def test_login_in_the_browser_saves_a_working_profile(fast_polls, live_server, m
     token = ApiToken.objects.exclude(name="cli").get(user=member)  # "cli": the fixture's token for SLIPWAY_TOKEN
     assert token.name == f"slipway CLI on {socket.gethostname()}"[:100]
     config = (tmp_path / "cfg" / "slipway" / "config.toml").read_text()
-    assert "[profiles.\"lab\"]" in config and token.key_prefix in config
+    assert "[profiles.lab]" in config and token.key_prefix in config
     # The saved profile alone connects.
     listed = cli("--profile", "lab", "ps", SLIPWAY_URL="", SLIPWAY_TOKEN="", XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     assert listed.exit_code == 0, listed.output

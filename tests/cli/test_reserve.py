@@ -82,3 +82,13 @@ def test_a_matching_the_command_does_not_know_is_a_usage_error(cli, east):
     result = cli("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "1",
                  "--start", local(0), "--end", local(1), "--matching", "closed", "--name", "x")
     assert result.exit_code == 2 and not Reservation.objects.exists()
+
+
+def test_the_same_idempotency_key_books_once(cli, east):
+    """A booking whose answer was lost, made again with the key its failure named: the first booking, not a second
+    one held and billed."""
+    args = ["reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "2", "--start", local(0),
+            "--end", local(1), "--name", "once", "--idempotency-key", "book-7"]
+    first, again = cli(*args), cli(*args)
+    assert first.exit_code == 0 and again.exit_code == 0, again.output
+    assert first.stdout == again.stdout and Reservation.objects.count() == 1

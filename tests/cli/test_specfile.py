@@ -64,3 +64,18 @@ def test_fields_are_a_mapping(text, what):
         read_fields(text, "run: …")
     assert str(refused.value) == f"expected the API's fields as a mapping (run: …), not {what}"
     assert read_fields("name: a") == {"name": "a"}
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"run": {"max_runtime_minutes": 1e999}}', "run.max_runtime_minutes is too large a number for JSON"),
+        ('{"choices": [1, -1e999]}', "choices.1 is too large a number for JSON"),
+        ('{"seed": ' + "9" * 5000 + "}", "seed is an integer of 5,000 digits"),
+        ("run:\n  seed: " + "9" * 5000, "line 2, column 9: run.seed is an integer of 5,000 digits"),
+    ],
+)
+def test_a_number_json_cannot_carry_is_refused_by_its_field(text, said):
+    with pytest.raises(SpecError) as refused:
+        read(text)
+    assert str(refused.value).startswith(said), str(refused.value)
