@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.servers.basehttp import ThreadedWSGIServer
 from django.test import Client
 from django.test.testcases import LiveServerThread
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.celery import app as celery_app
@@ -321,6 +322,25 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
     with django_db_blocker.unblock():
         point_at(base)
         db_template.drop_database(db, test_name)
+
+
+@pytest.fixture
+def mid_month(monkeypatch):
+    """Python's clock (``django.utils.timezone.now``) moved into the middle of the portal's month when the real one
+    is near a month's edge; returns its "now".
+
+    For tests whose figures are a month's (spend, budgets, commitments) and that record work hours before or after
+    now: near the first of a month, 20 hours of usage ending now fall partly in the month before, and what the test
+    expects holds only from the second day on. The clock keeps running (an offset, not a frozen instant). Only
+    Python's clock moves: not PostgreSQL's ``now()``, not another process's (a worker's, a server's), so it is for
+    tests whose code reads the time in the test's process."""
+    real = timezone.now
+    local = timezone.localtime(real())
+    if 3 <= local.day <= 25:
+        return real()
+    shift = local.replace(day=15) - local
+    monkeypatch.setattr(timezone, "now", lambda: real() + shift)
+    return timezone.now()
 
 
 @pytest.fixture(autouse=True)

@@ -126,7 +126,7 @@ class TestChargedRate:
 
 
 @pytest.mark.django_db
-def test_spend_adds_the_open_segments_of_every_kind_to_the_second(team, member, flavors, quota):
+def test_spend_adds_the_open_segments_of_every_kind_to_the_second(team, member, flavors, quota, mid_month):
     now = timezone.now()
     for name, flavor, spot, since, units in (("a", "a100-80gb", False, 30, 2), ("b", "l4", True, 15, 1)):
         book = Notebook.objects.create(team=team, created_by=member, name=name, flavor=flavors[flavor], spot=spot,

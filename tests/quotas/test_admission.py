@@ -77,7 +77,7 @@ def test_it_rejects_an_inactive_flavor(quota_team, flavors):
     assert admit(quota_team, ResourceRequest("l4", 1, 1), "run:1").reason.code == AdmissionCode.INACTIVE_FLAVOR
 
 
-def test_it_rejects_when_the_monthly_budget_is_spent(budget_team, member, flavors):
+def test_it_rejects_when_the_monthly_budget_is_spent(budget_team, member, flavors, mid_month):
     now = timezone.now()
     # 25 hours of one A100 at 4.10/h = 102.50 > 100.00 budget.
     record_usage(budget_team, "run:0", flavors["a100-80gb"], member, now - timedelta(hours=25), now, 1, False)
@@ -373,10 +373,11 @@ def test_a_booked_window_counts_against_the_budget_before_any_unit_is_held(budge
     assert not QuotaHold.objects.filter(ref="run:1").exists()
 
 
-def test_a_hold_charged_before_a_price_cut_counts_at_its_rate_against_the_budget(budget_team, flavors):
+def test_a_hold_charged_before_a_price_cut_counts_at_its_rate_against_the_budget(budget_team, flavors, mid_month):
     # An endpoint's minimum whose billing began at 50 a unit-hour keeps that rate after the price list is cut:
     # every held unit at today's dearest list price is then less than it commits.
     minimum = ResourceRequest("a100-80gb", 1, 1, cost_per_hour=Decimal("4.10"), committed_units=1, may_borrow=False)
+    TeamBudget.objects.filter(team=budget_team).update(monthly_limit=Decimal(10**6))  # room for the minimum's month
     assert admit(budget_team, minimum, "ep:1").admitted
     QuotaHold.objects.filter(ref="ep:1").update(charged_price=Decimal("50"))
     hours = hours_left_in_month(timezone.now())

@@ -42,7 +42,7 @@ def test_it_resizes_a_hold_by_the_admission_rules(quota_team, others, start, to,
         assert "a100-80gb" in decision.reason.words
 
 
-def test_it_refuses_growth_once_the_budget_is_spent(budget_team, member):
+def test_it_refuses_growth_once_the_budget_is_spent(budget_team, member, mid_month):
     assert admit(budget_team, ResourceRequest("a100-80gb", 1, 1), "ep:1").admitted
     now = timezone.now()
     record_usage(budget_team, "run:old", "a100-80gb", member, now - timedelta(hours=30), now, 1, False)  # 123 > 100

@@ -92,7 +92,7 @@ def test_it_summarises_quota_use_per_flavor(quota_team):
     ]
 
 
-def test_it_summarises_the_budget(budget_team, quota_team, flavors):
+def test_it_summarises_the_budget(budget_team, quota_team, flavors, mid_month):
     now = timezone.now()
     summary = billing_services.budget_summary(budget_team)
     assert (summary["monthly_limit"], summary["spent_month"], summary["alert"]) == (Decimal("100.0000"), 0, False)
