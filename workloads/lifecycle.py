@@ -209,9 +209,10 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
     if place_again:
         placement = {"cluster": None, "placement_reason": "", "placed_at": None}
     elif workload.cluster_id is not None:
+        # Its placed_at is stamped when it is placed there again, after its wait in the queue (place_workload).
         placement = {"placement_reason": KEPT_PLACEMENT.format(
             cluster=fleet.placed_on(workload.cluster_id).name, attempt=workload.attempt, noun=kind.noun)[:300],
-            "placed_at": now}
+            "placed_at": None}
     else:
         placement = {}
     with transaction.atomic():

@@ -14,10 +14,12 @@ from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
 
 from billing.models import QuotaHold, UsageRecord
+from cluster.backends.base import WORKLOAD_LABEL
 from cluster.errors import Transient
 from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
+from jobs.services import submit_run
 from quotas.models import QueuedRequest
 from teams.models import AuditEvent
 from tests.factories import make_user
@@ -258,6 +260,42 @@ def test_work_waiting_too_long_for_capacity_is_withdrawn_and_placed_where_it_fit
     assert not any(k == "Job" for (_ns, k, _n) in clusters["east"].objects)
     assert apply_workload("run", run.pk) == "applied"
     assert any(k == "Job" for (_ns, k, _n) in clusters["west"].objects)
+
+
+def test_a_continued_trial_waits_on_its_checkpoints_cluster_and_its_claim_is_never_deleted(clusters, submit, member,
+                                                                                             team, settings):
+    """A sweep's continued trial goes on from a pruned run's checkpoint claim on east (docs/sweeps.md "Continue a
+    pruned trial"). Its wait in the queue is no wait for east's capacity, and however long it waits for capacity
+    there it is not withdrawn to west: there it would start without its checkpoint, and the claim would go."""
+    previous = apply(submit(gpus_per_worker=2, checkpoint={"grace_seconds": 30}, cluster_selector={"site": "onprem"}))
+    assert previous.cluster.name == "east"
+    claim = (NS, "PersistentVolumeClaim", f"{previous.object_name}-checkpoints")
+    assert claim in clusters["east"].objects
+    pruned_at = timezone.now()
+    TrainingRun.objects.filter(pk=previous.pk).update(
+        state=RunState.PRUNED, finished_at=pruned_at, reason_code=ReasonCode.PRUNED, last_checkpoint_at=pruned_at,
+        last_checkpoint_step=300, last_checkpoint_path="/checkpoints/step-300")
+    lifecycle.release_holdings(previous.ref)
+    previous.refresh_from_db()
+    fields = {k: v for k, v in run_payload(name="cont", gpus_per_worker=2, checkpoint={"grace_seconds": 30}).items()
+              if k != "team"}
+    run = submit_run(member, team, fields, resumes=previous)
+    assert run.cluster_id == previous.cluster_id
+    assert run.placed_at is None  # on east's list, not placed yet: what it waits for now is its team's queue
+    before_apply = timezone.now()
+    run = apply(run)
+    assert run.placed_at >= before_apply  # placed when applied, as any run
+    assert clusters["east"].objects[claim]["metadata"]["labels"][WORKLOAD_LABEL] == run.object_name  # its own now
+    # East's GPUs are taken meanwhile and it waits for them past the placement timeout; west has room.
+    clusters["east"].set_pending(NS, run.object_name, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    clusters["east"].nodes = [node("east-a100-0", _a100(), free=0)]
+    later = timezone.now() + timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS + 60)
+    report = rec.reconcile_cluster(Cluster.objects.get(name="east"), clusters["east"], now=later)
+    assert report.withdrawn == [] and run.ref not in report.withdrawn
+    run.refresh_from_db()
+    assert (run.cluster.name, run.state) == ("east", RunState.PENDING)
+    assert claim in clusters["east"].objects  # the checkpoint it continues is still there
+    assert any(k == "Job" and n == run.object_name for (_ns, k, n) in clusters["east"].objects)
 
 
 def test_work_that_started_is_never_withdrawn(clusters, submit, settings):

@@ -221,11 +221,15 @@ def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, 
 def _withdraw(kind: WorkloadKind, backend, cluster: Cluster, workload, now: datetime, report: ReconcileReport) -> bool:
     """Work that has waited for capacity on ``cluster`` past ``SLIPWAY_PLACEMENT_TIMEOUT_SECONDS`` and
     never started goes where it fits now, if another cluster has room: placed there, its objects
-    here deleted, applied again. Never after it started (it would lose its work), and not when
-    no other cluster has room now (it keeps its place here)."""
+    here deleted, applied again. Never after it started (it would lose its work), nor when it goes on from a
+    checkpoint kept here (a sweep's continued trial: it would lose the work it continues), and not when
+    no other cluster has room now (it keeps its place here). The wait counts from its placement here
+    (``placed_at``, stamped by its apply: never its wait in the queue before). Only its attempt's objects are
+    deleted: what outlives attempts (a checkpoint claim) is the cleanup's, which keeps it while work resumes
+    from it (:func:`workloads.cycle.leftovers.delete_kept`)."""
     timeout = timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS)
     if (workload.started_at is not None or workload.placed_at is None or workload.placed_at > now - timeout
-            or len(fleet.clusters()) < 2):
+            or Checkpoints.of(kind).checkpoint_on_its_cluster(workload) or len(fleet.clusters()) < 2):
         return False
     best = placement.choose(kind, workload, now, previous=cluster.name).best
     if best is None or not best.fits or best.cluster == cluster.name:
@@ -241,7 +245,7 @@ def _withdraw(kind: WorkloadKind, backend, cluster: Cluster, workload, now: date
         return False
     admission.placed(workload.ref, target.pk)
     try:
-        backend.delete(workload.address, kind.resources)
+        backend.delete(workload.address, kind.attempt_resources)
     except ClusterError as exc:  # deleted as a leftover once this cluster answers
         logger.warning("could not delete the withdrawn %s from %s: %s", workload.ref, cluster.name, exc)
     report.withdrawn.append(workload.ref)
