@@ -153,10 +153,14 @@ def resume_refusal(run: TrainingRun, now: datetime) -> str:
     return ""
 
 
-def resumed_fields(run: TrainingRun, now: datetime) -> dict[str, Any]:
+def resumed_fields(run: TrainingRun) -> dict[str, Any]:
     """The fields a new run that goes on from ``run``'s checkpoint is created with, beyond its request: placed on
     ``run``'s cluster (the claim is one cluster's), mounting ``run``'s claim (the same size and class: a claim's
-    spec cannot change) and resuming from ``run``'s last checkpoint at its first attempt."""
+    spec cannot change) and resuming from ``run``'s last checkpoint at its first attempt.
+
+    Not ``placed_at``: it may wait in its team's queue first, and that wait is no wait for the cluster's capacity
+    (the placement timeout counts from ``placed_at``); its apply stamps it, as any run's
+    (:func:`workloads.cycle.placement.place_workload`)."""
     volume = (run.checkpoint or {}).get("volume")
     return {
         "resumes": run,
@@ -167,6 +171,5 @@ def resumed_fields(run: TrainingRun, now: datetime) -> dict[str, Any]:
         "last_checkpoint_step": run.last_checkpoint_step,
         "last_checkpoint_path": run.last_checkpoint_path,
         "cluster": run.cluster,
-        "placed_at": now,
         "placement_reason": f"on {run.cluster.name}, where run {run.pk}'s checkpoint is",
     }

@@ -151,7 +151,7 @@ def submit_run(user, team: Team | str, request: RunRequest | dict, *, resumes: T
     if resumes is not None and request.checkpoint is None:
         raise ValidationError({"checkpoint": [f"It goes on from run {resumes.pk}'s checkpoint: it needs the "
                                               "checkpoint contract."]})
-    claim = checkpoints.resumed_fields(resumes, timezone.now()) if resumes is not None else checkpoint_claim(request)
+    claim = checkpoints.resumed_fields(resumes) if resumes is not None else checkpoint_claim(request)
 
     # 2. Record and admit in one transaction: a rejection rolls the row back. Admitted, the
     #    cluster objects are created after commit (the reconciler re-drives if that is lost).

@@ -155,15 +155,21 @@ def stop(workload, reason: str, prune: bool, now: datetime) -> bool:
              reason=f"{reason}; its pods save a checkpoint and stop within {seconds} s"[:500]))
 
 
-def finish_stop(kind, workload, now: datetime) -> bool:
+def finish_stop(kind, workload, now: datetime, after: str = "") -> bool:
     """A stopped workload's objects are gone (:func:`stop`): it ends — pruned, or as a user's end — its
     segment billed to now (the grace was its owner's time), its quota released and the team's queue admitted.
     Under the team's admission lock, conditional on the same stop still being under way. False when
-    nothing moved (a replay, or it ended on its own meanwhile)."""
+    nothing moved (a replay, or it ended on its own meanwhile).
+
+    Also where a stop ends when its cluster is lost (:func:`workloads.cycle.reconcile.observe_failed`, ``after``
+    saying so in its reason): its segment was closed at the cluster's last sighting already, so nothing after
+    that is billed here."""
     lc = kind.lifecycle
     pruned = workload.reason_code == ReasonCode.PRUNING
     state = lc.pruned if pruned and lc.pruned else lc.ended
     reason = workload.reason.partition("; its pods save")[0]
+    if after:
+        reason = f"{reason} ({after})"
     with transaction.atomic():
         admission.lock_admission(workload.team)
         updated = type(workload).objects.filter(
@@ -203,9 +209,10 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
     if place_again:
         placement = {"cluster": None, "placement_reason": "", "placed_at": None}
     elif workload.cluster_id is not None:
+        # Its placed_at is stamped when it is placed there again, after its wait in the queue (place_workload).
         placement = {"placement_reason": KEPT_PLACEMENT.format(
             cluster=fleet.placed_on(workload.cluster_id).name, attempt=workload.attempt, noun=kind.noun)[:300],
-            "placed_at": now}
+            "placed_at": None}
     else:
         placement = {}
     with transaction.atomic():

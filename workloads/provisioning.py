@@ -54,6 +54,7 @@ from quotas.tasks import team_spec
 from workloads import lifecycle
 from workloads.estimates.provisioning import waiting_words
 from workloads.models import ReasonCode
+from workloads.registry import Checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +208,12 @@ def resource_of(manifest: dict):
 
 def give_back(kind, backend, workload, cluster: Cluster, why: str, now: datetime) -> str:
     """Its nodes will not come: delete the request, and queue the workload again after a backoff, placed afresh —
-    or, after the last try, fail it with the autoscaler's words."""
+    or, after the last try, fail it with the autoscaler's words.
+
+    Work that goes on from a checkpoint kept on this cluster (a next attempt of a checkpointing run, a sweep's
+    continued trial: :meth:`workloads.registry.Checkpoints.checkpoint_on_its_cluster`) is queued again on this
+    cluster instead, as a preempted run is (docs/pools.md): placed afresh, it would start elsewhere without its
+    checkpoint, and the cleanup would delete the claim holding it there."""
     try:
         backend.delete_objects(workload.namespace, [(resource_of(o), o["metadata"]["name"])
                                                     for o in _request(workload, kind.manifests(workload))])
@@ -222,8 +228,10 @@ def give_back(kind, backend, workload, cluster: Cluster, why: str, now: datetime
     retry_at = now + timedelta(seconds=backoff_seconds(tries))
     reason = (f"its nodes could not be provisioned ({where}: {why}); it tries again after {format_when(retry_at)} "
               f"(try {tries + 1} of {MAX_TRIES})")
+    # Placed again when admitted again: afresh, or on this cluster stamped anew (its wait counts from then).
+    placement = ({} if Checkpoints.of(kind).checkpoint_on_its_cluster(workload)
+                 else {"cluster": None, "placement_reason": ""})
     moved = lifecycle.back_to_queue(kind, workload, ReasonCode.PROVISIONING_FAILED, reason, retry_at,
                                     only_if={"provisioning_since": workload.provisioning_since},
-                                    provisioning_since=None, provisioning_failures=tries, cluster=None,
-                                    placement_reason="", placed_at=None)
+                                    provisioning_since=None, provisioning_failures=tries, placed_at=None, **placement)
     return REQUEUED if moved else WAITING

@@ -277,6 +277,15 @@ class Checkpoints(Capability):
         """Whether ``workload`` reports checkpoints at all (one that does but has none yet loses all since its start)."""
         return self.last_checkpoint_at(workload) is not None
 
+    def checkpoint_on_its_cluster(self, workload) -> bool:
+        """Whether ``workload`` goes on from a checkpoint kept on the cluster it is placed on — in what its kind keeps
+        across attempts (a run's checkpoint claim: one cluster's), as a next attempt kept there or a sweep's continued
+        trial on the cluster of the run it continues — so that taking it to another cluster, even before it
+        started, would lose its work: it is never withdrawn (:func:`workloads.cycle.reconcile._withdraw`) and a
+        failed provisioning queues it again on that cluster (:func:`workloads.provisioning.give_back`)."""
+        return (workload.cluster_id is not None and self.last_checkpoint_at(workload) is not None
+                and any(r.kept_across_attempts for r in self.resources))
+
 
 class Bursts(Capability):
     """Work whose borrowed units are a burst above a minimum it keeps (an endpoint's replicas): reclaim

@@ -14,15 +14,18 @@ from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
 
 from billing.models import QuotaHold, UsageRecord
+from cluster.backends.base import WORKLOAD_LABEL
 from cluster.errors import Transient
 from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
+from jobs.services import submit_run
 from quotas.models import QueuedRequest
 from teams.models import AuditEvent
 from tests.factories import make_user
 from tests.fleet.conftest import NO_POOLS, _a100, apply, iso, node
 from tests.jobs.conftest import run_payload
+from workloads import lifecycle
 from workloads.cycle import reconcile as rec
 from workloads.models import ReasonCode
 from workloads.tasks import apply_workload, reconcile_cluster
@@ -166,6 +169,78 @@ def test_a_checkpointing_run_on_a_lost_cluster_resumes_elsewhere_and_is_billed_o
     assert not QueuedRequest.objects.filter(ref=run.ref).exists()
 
 
+def _stopping_on_west(clusters, submit, prune: bool):
+    """A checkpointing run running on west for 40 min, then stopped by its owner (``prune``: its sweep's pruner)."""
+    run = apply(submit(gpus_per_worker=4, checkpoint={"grace_seconds": 30}))
+    assert run.cluster.name == "west"
+    t0 = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    clusters["west"].set_running(NS, run.object_name, units=4, started=iso(t0))
+    seen = t0 + timedelta(minutes=40)
+    rec.reconcile_cluster(Cluster.objects.get(name="west"), clusters["west"], now=seen)
+    run.refresh_from_db()
+    words = "pruned by sweep lr (ASHA) at step 300" if prune else "stopped with sweep lr by alice"
+    assert lifecycle.stop(run, words, prune, seen)
+    run.refresh_from_db()
+    assert run.reason_code == (ReasonCode.PRUNING if prune else ReasonCode.STOPPING)
+    return run, seen
+
+
+def _ended_stopped(run, prune: bool, seen) -> None:
+    """It ended as its stop said, on its first attempt, its quota released, billed up to the last sighting."""
+    run.refresh_from_db()
+    assert (run.state, run.attempt) == ((RunState.PRUNED if prune else RunState.CANCELLED), 1)
+    assert run.reason_code == (ReasonCode.PRUNED if prune else ReasonCode.ENDED_BY_USER)
+    assert run.preempting_since is None
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()
+    assert not QueuedRequest.objects.filter(ref=run.ref).exists()
+    hours = sum(r.gpu_hours for r in UsageRecord.objects.filter(ref=run.ref))
+    assert float(hours) == pytest.approx(4 * 40 / 60, abs=1e-6)
+
+
+@pytest.mark.parametrize("prune", [False, True], ids=["stopped", "pruned"])
+def test_a_run_being_stopped_on_a_lost_cluster_ends_stopped_and_never_runs_again(clusters, submit, settings, prune):
+    """Its owner asked for it to end (a sweep stopped, its pruner): a lost cluster neither queues it again to
+    resume elsewhere (it would run and bill a second time) nor leaves it holding its quota: its stop completes."""
+    run, seen = _stopping_on_west(clusters, submit, prune)
+    clusters["west"].observe_error = Transient("i/o timeout")
+    reports = [rec.reconcile(now=seen + timedelta(minutes=1 + minute))
+               for minute in range(settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES)]
+    later = seen + timedelta(minutes=settings.SLIPWAY_LOST_REPLACE_AFTER_MINUTES + 5)
+    reports.append(rec.reconcile(now=later))
+    assert Cluster.objects.get(name="west").state == "lost"
+    assert not any(run.ref in r.requeued for r in reports)
+    _ended_stopped(run, prune, seen)
+    assert "ended while cluster west was lost" in run.reason
+    # West answers again: what it still holds of the run is deleted, and nothing runs it again.
+    clusters["west"].observe_error = None
+    report = rec.reconcile(now=later + timedelta(minutes=1))
+    assert run.object_name in report.orphans_deleted
+    assert not any(k == "Job" for (_ns, k, _n) in clusters["west"].objects)
+    rec.reconcile(now=later + timedelta(minutes=2))
+    _ended_stopped(run, prune, seen)
+    # A pruned run's checkpoint claim is kept for "continue"; a cancelled one's goes, as it does for any.
+    claims = [n for (_ns, k, n) in clusters["west"].objects if k == "PersistentVolumeClaim"]
+    assert claims == ([f"{run.object_name}-checkpoints"] if prune else [])
+
+
+@pytest.mark.parametrize("prune", [False, True], ids=["stopped", "pruned"])
+def test_a_stopping_run_on_a_cluster_lost_for_a_moment_ends_stopped_not_preempted(clusters, submit, settings, prune):
+    """Lost for less than the replace window, then back: the lost cluster's words must not replace the stop's
+    (the cycle would then take it for a preemption and queue it again, and the stop could never end it)."""
+    run, seen = _stopping_on_west(clusters, submit, prune)
+    clusters["west"].observe_error = Transient("connection refused")
+    for minute in range(settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES):
+        rec.reconcile(now=seen + timedelta(minutes=1 + minute))
+    assert Cluster.objects.get(name="west").state == "lost"
+    clusters["west"].observe_error = None
+    back = seen + timedelta(minutes=settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES + 1)
+    reports = [rec.reconcile(now=back + timedelta(minutes=minute)) for minute in range(4)]
+    assert Cluster.objects.get(name="west").state == "ready"
+    assert not any(run.ref in r.requeued for r in reports)
+    _ended_stopped(run, prune, seen)
+    assert not any(k == "Job" for (_ns, k, _n) in clusters["west"].objects)
+
+
 def test_work_waiting_too_long_for_capacity_is_withdrawn_and_placed_where_it_fits(clusters, submit, settings):
     clusters["west"].nodes = [node("west-a100-0", _a100(), free=0)]
     run = apply(submit(gpus_per_worker=2))  # east has 2 free: it fits only there
@@ -185,6 +260,42 @@ def test_work_waiting_too_long_for_capacity_is_withdrawn_and_placed_where_it_fit
     assert not any(k == "Job" for (_ns, k, _n) in clusters["east"].objects)
     assert apply_workload("run", run.pk) == "applied"
     assert any(k == "Job" for (_ns, k, _n) in clusters["west"].objects)
+
+
+def test_a_continued_trial_waits_on_its_checkpoints_cluster_and_its_claim_is_never_deleted(clusters, submit, member,
+                                                                                             team, settings):
+    """A sweep's continued trial goes on from a pruned run's checkpoint claim on east (docs/sweeps.md "Continue a
+    pruned trial"). Its wait in the queue is no wait for east's capacity, and however long it waits for capacity
+    there it is not withdrawn to west: there it would start without its checkpoint, and the claim would go."""
+    previous = apply(submit(gpus_per_worker=2, checkpoint={"grace_seconds": 30}, cluster_selector={"site": "onprem"}))
+    assert previous.cluster.name == "east"
+    claim = (NS, "PersistentVolumeClaim", f"{previous.object_name}-checkpoints")
+    assert claim in clusters["east"].objects
+    pruned_at = timezone.now()
+    TrainingRun.objects.filter(pk=previous.pk).update(
+        state=RunState.PRUNED, finished_at=pruned_at, reason_code=ReasonCode.PRUNED, last_checkpoint_at=pruned_at,
+        last_checkpoint_step=300, last_checkpoint_path="/checkpoints/step-300")
+    lifecycle.release_holdings(previous.ref)
+    previous.refresh_from_db()
+    fields = {k: v for k, v in run_payload(name="cont", gpus_per_worker=2, checkpoint={"grace_seconds": 30}).items()
+              if k != "team"}
+    run = submit_run(member, team, fields, resumes=previous)
+    assert run.cluster_id == previous.cluster_id
+    assert run.placed_at is None  # on east's list, not placed yet: what it waits for now is its team's queue
+    before_apply = timezone.now()
+    run = apply(run)
+    assert run.placed_at >= before_apply  # placed when applied, as any run
+    assert clusters["east"].objects[claim]["metadata"]["labels"][WORKLOAD_LABEL] == run.object_name  # its own now
+    # East's GPUs are taken meanwhile and it waits for them past the placement timeout; west has room.
+    clusters["east"].set_pending(NS, run.object_name, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    clusters["east"].nodes = [node("east-a100-0", _a100(), free=0)]
+    later = timezone.now() + timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS + 60)
+    report = rec.reconcile_cluster(Cluster.objects.get(name="east"), clusters["east"], now=later)
+    assert report.withdrawn == [] and run.ref not in report.withdrawn
+    run.refresh_from_db()
+    assert (run.cluster.name, run.state) == ("east", RunState.PENDING)
+    assert claim in clusters["east"].objects  # the checkpoint it continues is still there
+    assert any(k == "Job" and n == run.object_name for (_ns, k, n) in clusters["east"].objects)
 
 
 def test_work_that_started_is_never_withdrawn(clusters, submit, settings):

@@ -175,3 +175,27 @@ def test_a_failed_provisioning_requeues_with_its_words_and_backoff_and_the_last_
     assert f"could not be provisioned in {MAX_TRIES} tries (pool a100-80gb on east)" in run.reason
     assert not QuotaHold.objects.filter(ref=run.ref, released_at__isnull=True).exists()
     assert run.billed_cost == 0 and not UsageRecord.objects.filter(ref=run.ref).exists()
+
+
+def test_a_failed_provisioning_keeps_a_run_that_resumes_a_checkpoint_on_its_cluster(east, member, team, settings):
+    """A run that goes on from a checkpoint on east (its next attempt, kept there as a preempted run is) is queued
+    again on east when its nodes do not come: placed afresh it would start elsewhere without its checkpoint, and
+    the claim holding it would be deleted. Its wait for east counts from when it is placed there again."""
+    run = submit_run_as(member, team, name="big", gpus_per_worker=8, workers=4, checkpoint={"grace_seconds": 30})
+    assert run.state == RunState.ADMITTED
+    cluster = Cluster.objects.get(name="east")
+    # Its next attempt, kept on east, where its earlier one saved a checkpoint in its claim.
+    TrainingRun.objects.filter(pk=run.pk).update(attempt=2, cluster=cluster, last_checkpoint_at=timezone.now(),
+                                                 last_checkpoint_step=300, last_checkpoint_path="/checkpoints/step-300")
+    assert apply_workload("run", run.pk) == "provisioning"
+    set_request(east, f"{run.object_name}-nodes-2-1", "Failed", "NotEnoughCapacity: no a2-ultragpu-8g left")
+    rec.reconcile()
+    run.refresh_from_db()
+    assert (run.state, run.reason_code, run.cluster_id) == (RunState.QUEUED, ReasonCode.PROVISIONING_FAILED, cluster.pk)
+    assert run.placed_at is None
+    QueuedRequest.objects.filter(ref=run.ref).update(not_before=timezone.now() - timedelta(seconds=1))
+    assert admission.admit_waiting(team) == [run.ref]
+    before = timezone.now()
+    assert apply_workload("run", run.pk) == "provisioning"
+    run.refresh_from_db()
+    assert run.cluster_id == cluster.pk and run.placed_at >= before

@@ -132,7 +132,10 @@ def delete_leftovers(backend, home: Home, leftovers: dict[tuple[str, str], Obser
     another cluster (withdrawn before they started, or resumed elsewhere after this one was lost).
 
     Objects of workloads that finished on their own are kept (their logs and events stay
-    readable); an end whose delete task was lost is finished here.
+    readable); an end whose delete task was lost is finished here. A pruned one did not finish on its
+    own: its stop deletes its attempt's objects, and what is still here (it was pruned while this cluster
+    was lost: :func:`workloads.cycle.reconcile.observe_failed`) goes too — but not what outlives its
+    attempts (its checkpoint claim, kept for "continue": :func:`delete_kept`'s rule).
     """
     candidates: dict[WorkloadKind, dict[int, ClusterAddress]] = {}
     for (namespace, name), _obs in leftovers.items():
@@ -144,14 +147,18 @@ def delete_leftovers(backend, home: Home, leftovers: dict[tuple[str, str], Obser
         # Work placed nowhere has no attempt on any cluster: waiting for its first apply, or queued
         # (again: off a lost cluster, or back from an apply no cluster could take) — objects of its
         # name are an earlier attempt's, and would clash with its next apply.
-        followed = kind.model.objects.filter(home.q()).exclude(state__in=kind.lifecycle.removed).exclude(
+        pruned = (kind.lifecycle.pruned,) if kind.lifecycle.pruned else ()
+        followed = kind.model.objects.filter(home.q()).exclude(state__in=(*kind.lifecycle.removed, *pruned)).exclude(
             unplaced_q(kind)).exclude(cluster__isnull=True, state=kind.lifecycle.queued)
         keep = set(followed.filter(pk__in=addresses).values_list("pk", flat=True))
+        stopped_early = set(kind.model.objects.filter(pk__in=set(addresses) - keep, state__in=pruned)
+                            .values_list("pk", flat=True)) if pruned else set()
         for pk, address in addresses.items():
             if pk in keep:
                 continue
+            resources = kind.attempt_resources if pk in stopped_early else kind.resources
             try:
-                if _delete_unless(followed, pk, backend, address, kind.resources):
+                if _delete_unless(followed, pk, backend, address, resources):
                     report.orphans_deleted.append(address.object_name)
             except ClusterError as exc:
                 logger.warning("could not delete leftover %s/%s: %s", address.namespace, address.object_name, exc)

@@ -113,7 +113,14 @@ def place_workload(kind, workload, now: datetime) -> Cluster | None:
         return _pin(kind, workload, hold.window, now)
     keeps = _kept_for_windows(kind, workload, hold, now)
     if workload.cluster_id is not None:
-        admission.placed(workload.ref, workload.cluster_id)  # an attempt that stays where the last one ran
+        # Chosen before it was admitted (an attempt that stays where the last one ran, a continued trial on the
+        # cluster of its checkpoint): it is placed there now, and its wait for that cluster's capacity counts from
+        # now, as a run placed here counts from its placement — not from the choice, before it waited in the queue.
+        if workload.placed_at is None:
+            kind.model.objects.filter(pk=workload.pk, cluster_id=workload.cluster_id, placed_at__isnull=True).update(
+                placed_at=now)
+            workload.placed_at = now
+        admission.placed(workload.ref, workload.cluster_id)
         cluster = fleet.placed_on(workload.cluster_id)
         kept = keeps.get(workload.cluster_id)
         if kept is not None and _lendable(kind, kept, now) and not _fits(kind, workload, cluster, kept, now):

@@ -72,7 +72,7 @@ from workloads.cycle.leftovers import delete_abandoned, delete_kept, delete_left
 from workloads.cycle.queue_step import reconcile_queue
 from workloads.cycle.waiting_reasons import CAPACITY_REFRESH, Capacity, explain_capacity, explain_podless
 from workloads.events import workload_moved
-from workloads.models import ReasonCode, Workload, attach_held_segments
+from workloads.models import STOP_CODES, ReasonCode, Workload, attach_held_segments
 from workloads.registry import Checkpoints, Reactions, WorkloadKind, kind_for, kinds, resource_kinds
 from workloads.telemetry import alerts
 from workloads.telemetry import readings as telemetry
@@ -184,7 +184,15 @@ def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, 
     """``cluster`` did not answer: degraded, then lost. While lost, the work placed there says so,
     bills nothing after ``last_seen``, and checkpointing runs are queued again to resume elsewhere
     once it has been silent for ``SLIPWAY_LOST_REPLACE_AFTER_MINUTES`` (others wait for staff,
-    who can end them: a partitioned cluster may still be running the first copy)."""
+    who can end them: a partitioned cluster may still be running the first copy).
+
+    Work its owner is stopping (a sweep's pruner, its sweep stopped: :data:`workloads.models.STOP_CODES`) is
+    neither queued again nor given the lost cluster's reason: its owner asked for it to end, and a run queued
+    again would run, and bill, a second time. Its stop completes at once (:func:`workloads.lifecycle.finish_stop`):
+    it ends pruned or cancelled, its quota released, billed up to ``last_seen`` (what is known to have run:
+    :func:`_stop_billing` closed its segment there, so the end bills nothing more); what the cluster still holds
+    of it is deleted as leftovers once it answers. Its reason kept, a cluster lost for a moment cannot turn the
+    stop into a preemption either (:func:`workloads.cycle.preemption.follow` reads the code)."""
     logger.warning("reconcile: cluster %s could not be observed (%s)", cluster.name, exc)
     if fleet.unanswered(cluster, str(exc), now) != Health.LOST:
         return
@@ -195,6 +203,10 @@ def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, 
     for kind in kinds():
         for workload in kind.model.objects.holding_quota().filter(cluster=cluster).select_related("team", "flavor"):
             _stop_billing(workload, cluster.last_seen or now)
+            if workload.preempting_since is not None and workload.reason_code in STOP_CODES:
+                if lifecycle.finish_stop(kind, workload, now, after=f"ended while cluster {cluster.name} was lost"):
+                    report.teams_to_admit.add(workload.team_id)
+                continue
             if (Checkpoints.of(kind).reports_checkpoints(workload) and cluster.silent_since is not None
                     and cluster.silent_since <= replace_before
                     and lifecycle.requeue(kind, workload, now, reason=f"{reason}: queued again to resume elsewhere",
@@ -209,11 +221,15 @@ def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, 
 def _withdraw(kind: WorkloadKind, backend, cluster: Cluster, workload, now: datetime, report: ReconcileReport) -> bool:
     """Work that has waited for capacity on ``cluster`` past ``SLIPWAY_PLACEMENT_TIMEOUT_SECONDS`` and
     never started goes where it fits now, if another cluster has room: placed there, its objects
-    here deleted, applied again. Never after it started (it would lose its work), and not when
-    no other cluster has room now (it keeps its place here)."""
+    here deleted, applied again. Never after it started (it would lose its work), nor when it goes on from a
+    checkpoint kept here (a sweep's continued trial: it would lose the work it continues), and not when
+    no other cluster has room now (it keeps its place here). The wait counts from its placement here
+    (``placed_at``, stamped by its apply: never its wait in the queue before). Only its attempt's objects are
+    deleted: what outlives attempts (a checkpoint claim) is the cleanup's, which keeps it while work resumes
+    from it (:func:`workloads.cycle.leftovers.delete_kept`)."""
     timeout = timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS)
     if (workload.started_at is not None or workload.placed_at is None or workload.placed_at > now - timeout
-            or len(fleet.clusters()) < 2):
+            or Checkpoints.of(kind).checkpoint_on_its_cluster(workload) or len(fleet.clusters()) < 2):
         return False
     best = placement.choose(kind, workload, now, previous=cluster.name).best
     if best is None or not best.fits or best.cluster == cluster.name:
@@ -229,7 +245,7 @@ def _withdraw(kind: WorkloadKind, backend, cluster: Cluster, workload, now: date
         return False
     admission.placed(workload.ref, target.pk)
     try:
-        backend.delete(workload.address, kind.resources)
+        backend.delete(workload.address, kind.attempt_resources)
     except ClusterError as exc:  # deleted as a leftover once this cluster answers
         logger.warning("could not delete the withdrawn %s from %s: %s", workload.ref, cluster.name, exc)
     report.withdrawn.append(workload.ref)
