@@ -11,7 +11,8 @@ and Redis: caches here, increments there). For each request:
    shows one (``SLIPWAY_GATEWAY_HOLD_SECONDS``; past it 503 with ``Retry-After``);
 4. a target by weight, an upstream by least-in-flight (:mod:`inference.routing`); the method, the path after
    the endpoint, the query string, the body and the headers go as they came, less the hop-by-hop ones,
-   ``Authorization`` and ``Cookie``, plus ``X-Forwarded-For/-Proto/-Host``. A replica that refuses the
+   ``Authorization`` and ``Cookie``, plus ``X-Forwarded-For/-Proto/-Host`` the gateway writes itself (a client's
+   forwarding headers are believed only from a trusted proxy: :func:`forwarded_headers`). A replica that refuses the
    connection before answering is left for another one, once; else 502;
 5. the answer streams back chunk by chunk as it arrives (a stream's first token reaches the client before
    the last is generated); Server-Sent Events are read on the way for their ``usage`` without being held.
@@ -51,6 +52,7 @@ from django.utils import timezone
 from yarl import URL
 
 from core.metrics import scrape_allowed
+from core.networks import address_in
 from gateway.keys import Key, KeyCache
 from gateway.limits import Limiter, Refusal
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
@@ -64,6 +66,13 @@ logger = logging.getLogger("slipway.gateway")
 #: (its key) and cookies, and what aiohttp sets itself (Host, the body's framing).
 DROPPED = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                      "trailers", "transfer-encoding", "upgrade", "authorization", "cookie", "host", "content-length"})
+#: The headers by which a proxy tells the next hop about the client's request (its address, scheme, host, port, path
+#: prefix). The client can write any of them: they are believed, and passed on, only from a proxy of
+#: ``SLIPWAY_GATEWAY_TRUSTED_PROXIES``, and dropped from anyone else's request (:func:`forwarded_headers`).
+FORWARDING = frozenset({"forwarded", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port",
+                        "x-forwarded-prefix", "x-real-ip"})
+#: Those the gateway writes itself, whoever sent the request (a trusted proxy's values carried into them).
+WRITTEN = frozenset({"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"})
 #: Response headers not copied back (hop-by-hop; the framing is the gateway's).
 NOT_RETURNED = frozenset({"connection", "keep-alive", "proxy-authenticate", "te", "trailer", "trailers",
                           "transfer-encoding", "upgrade"})
@@ -131,14 +140,24 @@ def connection_named(headers) -> frozenset[str]:
     return frozenset(name.strip().lower() for value in headers.getall("Connection", ()) for name in value.split(","))
 
 
-def forwarded_headers(request: web.Request) -> dict[str, str]:
-    dropped = DROPPED | connection_named(request.headers)
+def forwarded_headers(request: web.Request, trusted_proxies: tuple[str, ...]) -> dict[str, str]:
+    """The headers sent to the replica: the client's, less :data:`DROPPED` and those its ``Connection`` names, and
+    ``X-Forwarded-For/-Proto/-Host`` written by the gateway, as nginx's and Envoy's are.
+
+    A replica reads them as the truth about its caller (the links and redirects it builds, the address it logs
+    or limits), and a client can write any of them: they are believed only when the request's peer is one of
+    ``trusted_proxies`` (the TLS-terminating proxy in front, which writes them itself) — then the chain is
+    appended to, the scheme and host kept. From anyone else every header of :data:`FORWARDING` is dropped and
+    the three are the gateway's own: the peer's address, the connection's scheme, the ``Host`` asked for."""
+    trusted = address_in(request.remote, trusted_proxies)
+    # A trusted proxy's other forwarding headers (a port, a prefix, RFC 7239's Forwarded) go on as it wrote them.
+    dropped = DROPPED | connection_named(request.headers) | (WRITTEN if trusted else FORWARDING)
     headers = {name: value for name, value in request.headers.items() if name.lower() not in dropped}
     peer = request.remote or ""
-    before = request.headers.get("X-Forwarded-For")
+    before = ", ".join(request.headers.getall("X-Forwarded-For", ())) if trusted else ""
     headers["X-Forwarded-For"] = f"{before}, {peer}" if before else peer
-    headers["X-Forwarded-Proto"] = request.headers.get("X-Forwarded-Proto") or request.scheme
-    headers["X-Forwarded-Host"] = request.headers.get("X-Forwarded-Host") or request.host
+    headers["X-Forwarded-Proto"] = (trusted and request.headers.get("X-Forwarded-Proto")) or request.scheme
+    headers["X-Forwarded-Host"] = (trusted and request.headers.get("X-Forwarded-Host")) or request.host
     return headers
 
 
@@ -225,8 +244,10 @@ class Gateway:
 
     def __init__(self, *, hold_seconds: float | None = None, connect_timeout: float | None = None,
                  read_timeout: float | None = None, redis_url: str | None = None,
-                 refresh_seconds: float = REFRESH_SECONDS) -> None:
+                 refresh_seconds: float = REFRESH_SECONDS, trusted_proxies: tuple[str, ...] | None = None) -> None:
         self.hold_seconds = settings.SLIPWAY_GATEWAY_HOLD_SECONDS if hold_seconds is None else hold_seconds
+        self.trusted_proxies = tuple(settings.SLIPWAY_GATEWAY_TRUSTED_PROXIES if trusted_proxies is None
+                                     else trusted_proxies)
         self.timeout = ClientTimeout(
             total=None, sock_connect=settings.SLIPWAY_GATEWAY_CONNECT_TIMEOUT if connect_timeout is None
             else connect_timeout, sock_read=settings.SLIPWAY_GATEWAY_READ_TIMEOUT if read_timeout is None
@@ -494,7 +515,7 @@ class Gateway:
 
     async def _forward(self, request: web.Request, route: Route, target: Target, key: Key, rest: str, body: bytes,
                        arrived: datetime, started: float, held: bool) -> web.StreamResponse:
-        headers = forwarded_headers(request)
+        headers = forwarded_headers(request, self.trusted_proxies)
         refused: str | None = None
         for _attempt in range(2):
             upstream = self.picker.acquire(target.upstreams, avoid=refused)

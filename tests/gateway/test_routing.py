@@ -530,3 +530,56 @@ def test_hop_by_hop_headers_named_in_connection_go_no_further_and_a_head_keeps_i
         assert head[0].endswith("200 ok"), head
         assert "x-replica-hop: for the gateway" not in head and "x-kept: 1" in head
         assert "content-length: 5000" in head, (method, head)
+
+
+def test_forwarding_headers_are_believed_only_from_a_trusted_proxy(team):
+    """The replica reads ``X-Forwarded-Proto/-Host/-For`` as the truth about its caller (the links and redirects it
+    builds, the address it logs): the gateway passed a client's own on, so any caller could make the endpoint see
+    ``https://evil.example`` and any address. Now they are the gateway's, unless the peer is a trusted proxy."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    seen = []
+
+    async def replica(request):
+        seen.append({name.lower(): request.headers.getall(name) for name in request.headers})
+        return web.json_response({})
+
+    forged = ("X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Forwarded-For: 203.0.113.6\r\n"
+              "x-forwarded-proto: https\r\nForwarded: for=203.0.113.6;proto=https;host=evil.example\r\n"
+              "X-Real-IP: 203.0.113.6\r\nX-Forwarded-Port: 443\r\nX-Forwarded-Prefix: /evil\r\n")
+
+    def gateway_trusting(trusted_proxies):
+        given = {} if trusted_proxies is None else {"trusted_proxies": trusted_proxies}
+        gateway = InProcessGateway(redis_url="", **given)
+        gateway.keys.refresh()
+        return gateway
+
+    async def scenario(gateway):
+        server = await upstream(replica)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve()).rsplit(":", 1)[1])
+        answer = await asyncio.get_running_loop().run_in_executor(None, exchange, port, (
+            f"GET /{team.slug}/{endpoint.name}/v1/models HTTP/1.1\r\nHost: api.example.com\r\n"
+            f"Authorization: Bearer {raw}\r\nConnection: close\r\n{forged}\r\n").encode())
+        await gateway.close()
+        await server.close()
+        return answer
+
+    # Default (SLIPWAY_GATEWAY_TRUSTED_PROXIES empty), and a list that does not hold the caller: trust no one.
+    for trusted_proxies in (None, ("10.0.0.0/8", "::1/128")):
+        assert asyncio.run(scenario(gateway_trusting(trusted_proxies))).startswith(b"HTTP/1.1 200")
+        headers = seen.pop()
+        assert headers["x-forwarded-proto"] == ["http"]
+        assert headers["x-forwarded-host"] == ["api.example.com"]
+        assert headers["x-forwarded-for"] == ["127.0.0.1"]
+        for name in ("forwarded", "x-real-ip", "x-forwarded-port", "x-forwarded-prefix"):
+            assert name not in headers, name
+
+    # The TLS-terminating proxy in front, on the gateway's trusted list: what it says is believed and passed on.
+    assert asyncio.run(scenario(gateway_trusting(("127.0.0.0/8",)))).startswith(b"HTTP/1.1 200")
+    headers = seen.pop()
+    assert headers["x-forwarded-proto"] == ["https"]
+    assert headers["x-forwarded-host"] == ["evil.example"]
+    assert headers["x-forwarded-for"] == ["203.0.113.6, 127.0.0.1"]
+    assert headers["forwarded"] == ["for=203.0.113.6;proto=https;host=evil.example"]
+    assert headers["x-forwarded-port"] == ["443"]
