@@ -25,7 +25,6 @@ and Redis: caches here, increments there). For each request:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -190,10 +189,7 @@ class StreamTokens:
             payload = line[5:].strip()
             if not payload or payload == b"[DONE]":
                 continue
-            try:
-                chunk = json.loads(payload)
-            except ValueError:
-                continue
+            chunk = parse_json(payload)
             if isinstance(chunk, dict):
                 self._read(chunk)
 
@@ -212,6 +208,26 @@ class StreamTokens:
         if self.usage is not None:
             return usage_tokens(self.usage)
         return 0, self.content_chunks
+
+
+def parse_json(data: bytes) -> object | None:
+    """``data`` parsed; None when it is no JSON, or JSON nested deeper than Python's parser follows.
+
+    The parser recurses a level a call: past the interpreter's recursion limit (``sys.getrecursionlimit()``, 1,000
+    by default, less the calls under way) it raises RecursionError — before it has built much, and cleanly, as for
+    a spec file's (:mod:`slipway.specfile`). Uncaught, an answer of 100,000 ``[`` was a 500 for the replica's 200
+    and a traceback in the log; it is an answer without a usage to read, passed on untouched, as one that is no
+    JSON. A check of the depth before parsing cost more than the parse on every answer with many brackets."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def usage_of(data: bytes) -> tuple[int, int]:
+    """(prompt, completion) tokens of a JSON answer's ``usage``; zeros when it is no JSON object or too deep."""
+    answer = parse_json(data)
+    return usage_tokens(answer.get("usage")) if isinstance(answer, dict) else (0, 0)
 
 
 def usage_tokens(usage: object) -> tuple[int, int]:
@@ -595,8 +611,7 @@ class Gateway:
         if tokens is not None:
             prompt, completion = tokens.tokens()
         elif kept is not None and not broken:
-            with contextlib.suppress(ValueError, AttributeError):
-                prompt, completion = usage_tokens(json.loads(kept).get("usage"))
+            prompt, completion = usage_of(bytes(kept))
         if key.tokens_per_minute is not None and prompt + completion:
             self._spawn(self.limiter.add_tokens(key.id, prompt + completion))
         now = time.perf_counter()
@@ -630,8 +645,7 @@ class Gateway:
                 response.headers.add(name, value)
         prompt = completion = 0
         if json_usage:
-            with contextlib.suppress(ValueError, AttributeError):
-                prompt, completion = usage_tokens(json.loads(body).get("usage"))
+            prompt, completion = usage_of(body)
         if key.tokens_per_minute is not None and prompt + completion:
             self._spawn(self.limiter.add_tokens(key.id, prompt + completion))
         self._count(route, target.revision, key, answer.status, arrived, started, tokens=(prompt, completion),

@@ -583,3 +583,60 @@ def test_forwarding_headers_are_believed_only_from_a_trusted_proxy(team):
     assert headers["x-forwarded-for"] == ["203.0.113.6, 127.0.0.1"]
     assert headers["forwarded"] == ["for=203.0.113.6;proto=https;host=evil.example"]
     assert headers["x-forwarded-port"] == ["443"]
+
+
+def test_an_answer_nested_past_the_parsers_reach_passes_untouched_and_uncounted(team, caplog):
+    """The gateway parses a JSON answer (and each event of a stream) for its ``usage``; Python's parser recurses a
+    level a call, and an answer of 100,000 nested ``[`` raised RecursionError out of the handler: a 500 (or a
+    stream cut) for the replica's 200 on the team's own endpoint, and a traceback in the log. Now such an answer
+    passes byte for byte, its tokens not counted; one nested within reach is still counted."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    gateway = InProcessGateway(redis_url="")
+    gateway.keys.refresh()
+    deep = b"[" * 100_000 + b"]" * 100_000
+    within = b"[" * 200 + b"]" * 200
+    usage = b'"usage": {"prompt_tokens": 3, "completion_tokens": 4}'
+    bodies = {
+        "whole": b'{' + usage + b', "deep": ' + deep + b'}',  # 200 kB of a stated length: read whole
+        "streamed": b'{' + usage + b', "deep": ' + deep + b'}',  # no length: relayed as it comes
+        "events": b'data: {"choices": [{"text": "a"}], "deep": ' + deep + b'}\n\n'
+                  b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6}}\n\ndata: [DONE]\n\n',
+        "within": b'{' + usage + b', "deep": ' + within + b'}',
+    }
+
+    async def replica(request):
+        name = request.path.rsplit("/", 1)[1]
+        if name in ("whole", "within"):
+            return web.Response(body=bodies[name], content_type="application/json")
+        answer = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream" if name == "events" else "application/json"})
+        await answer.prepare(request)
+        half = len(bodies[name]) // 2
+        await answer.write(bodies[name][:half])
+        await answer.write(bodies[name][half:])
+        await answer.write_eof()
+        return answer
+
+    async def scenario():
+        server = await upstream(replica)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        base = await gateway.serve()
+        async with httpx.AsyncClient(timeout=30) as client:
+            answers = {name: await client.post(f"{base}/{team.slug}/{endpoint.name}/v1/{name}", json={},
+                                               headers=bearer(raw)) for name in bodies}
+        await gateway.close()
+        await server.close()
+        return answers
+
+    with caplog.at_level("WARNING"):
+        answers = asyncio.run(scenario())
+    for name, answer in answers.items():
+        assert (name, answer.status_code) == (name, 200)
+        assert answer.content == bodies[name], name
+    assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL") or record.exc_info]
+    labels = {"endpoint": endpoint.object_name}
+    assert series(gateway, "slipway_gateway_requests_total", status_class="2xx", **labels) == 4
+    # Counted: the usage within reach (3 + 4) and the stream's last event (5 + 6); the deep answers' are not read.
+    assert series(gateway, "slipway_gateway_tokens_total", kind="input", **labels) == 3 + 5
+    assert series(gateway, "slipway_gateway_tokens_total", kind="output", **labels) == 4 + 6
