@@ -17,7 +17,8 @@ and Redis: caches here, increments there). For each request:
 5. the answer streams back chunk by chunk as it arrives (a stream's first token reaches the client before
    the last is generated); Server-Sent Events are read on the way for their ``usage`` without being held.
    A replica that dies or falls silent mid-answer ends the response: a stream gets a last
-   ``data: {"error": …}`` event, another answer is cut (the client sees a short body), never a hang;
+   ``data: {"error": …}`` event, another answer is cut (the client sees a short body), never a hang; a client
+   that takes nothing for ``SLIPWAY_GATEWAY_WRITE_TIMEOUT`` is dropped, and the replica let go (:meth:`Gateway._send`);
 6. the outcome is counted (:mod:`gateway.recorder`, :mod:`gateway.metrics`): as the revision's request when it was
    forwarded to one, else apart, as refused (steps 1-3: :meth:`Gateway._refuse`).
 """
@@ -260,7 +261,8 @@ class Gateway:
 
     def __init__(self, *, hold_seconds: float | None = None, connect_timeout: float | None = None,
                  read_timeout: float | None = None, redis_url: str | None = None,
-                 refresh_seconds: float = REFRESH_SECONDS, trusted_proxies: tuple[str, ...] | None = None) -> None:
+                 refresh_seconds: float = REFRESH_SECONDS, trusted_proxies: tuple[str, ...] | None = None,
+                 write_timeout: float | None = None) -> None:
         self.hold_seconds = settings.SLIPWAY_GATEWAY_HOLD_SECONDS if hold_seconds is None else hold_seconds
         self.trusted_proxies = tuple(settings.SLIPWAY_GATEWAY_TRUSTED_PROXIES if trusted_proxies is None
                                      else trusted_proxies)
@@ -268,6 +270,7 @@ class Gateway:
             total=None, sock_connect=settings.SLIPWAY_GATEWAY_CONNECT_TIMEOUT if connect_timeout is None
             else connect_timeout, sock_read=settings.SLIPWAY_GATEWAY_READ_TIMEOUT if read_timeout is None
             else read_timeout)
+        self.write_timeout = settings.SLIPWAY_GATEWAY_WRITE_TIMEOUT if write_timeout is None else write_timeout
         self.refresh_seconds = refresh_seconds
         self.routes: dict[tuple[str, str], Route] = {}
         self.loaded = False
@@ -570,10 +573,10 @@ class Gateway:
         for name, value in answer.headers.items():
             if name.lower() not in not_returned:
                 response.headers.add(name, value)
-        await response.prepare(request)
         first: float | None = None
-        broken = client_gone = False
-        while True:
+        broken = False
+        client_gone = not await self._send(request, response.prepare(request))
+        while not client_gone:
             try:
                 chunk = await answer.content.readany()
             except (TimeoutError, ClientError):
@@ -585,9 +588,7 @@ class Gateway:
                 first = time.perf_counter()
                 if held:
                     self._spawn(self._first_byte(route.endpoint_id, timezone.now()))
-            try:
-                await response.write(chunk)
-            except (ConnectionResetError, ClientConnectionError):
+            if not await self._send(request, response.write(chunk)):
                 client_gone = True
                 break
             if tokens is not None:
@@ -598,15 +599,12 @@ class Gateway:
             if stream:  # the client's SSE reader sees why the stream ends
                 message = error_body(502, "The endpoint's replica stopped answering mid-stream.", "server_error",
                                      "upstream_disconnected")
-                try:
-                    await response.write(b"data: " + message + b"\n\n")
-                    await response.write_eof()
-                except (ConnectionResetError, ClientConnectionError):
-                    pass
+                if await self._send(request, response.write(b"data: " + message + b"\n\n")):
+                    await self._send(request, response.write_eof())
             elif request.transport is not None:
                 request.transport.close()  # a cut answer: the client sees it short, not complete
         elif not client_gone:
-            await response.write_eof()
+            await self._send(request, response.write_eof())
         prompt = completion = 0
         if tokens is not None:
             prompt, completion = tokens.tokens()
@@ -619,6 +617,25 @@ class Gateway:
                     ttfb_ms=(first - started) * 1000 if stream and first is not None else None,
                     tokens=(prompt, completion), busy=now - sent, error=broken)
         return response
+
+    async def _send(self, request: web.Request, write) -> bool:
+        """Await ``write`` (a write to the client, which waits while the client's socket takes no more); False when
+        the client is gone, or took nothing for :attr:`write_timeout` seconds — then it is dropped.
+
+        A client that stops reading a stream (a paused or hung program, a slowloris) would hold the write for
+        ever, and with it the replica's connection, its slot in the picker and the endpoint's in-flight count
+        (which the autoscaler reads): it is let go as one that hung up. Its connection is aborted, not closed:
+        a close waits to send what is buffered, to a client that reads nothing."""
+        try:
+            async with asyncio.timeout(self.write_timeout):
+                await write
+        except TimeoutError:
+            if request.transport is not None:
+                request.transport.abort()
+            return False
+        except (ConnectionResetError, ClientConnectionError):
+            return False
+        return True
 
     async def _relay_whole(self, answer, route: Route, target: Target, key: Key, arrived: datetime, started: float,
                            sent: float, held: bool, json_usage: bool) -> web.Response:

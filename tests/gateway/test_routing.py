@@ -640,3 +640,51 @@ def test_an_answer_nested_past_the_parsers_reach_passes_untouched_and_uncounted(
     # Counted: the usage within reach (3 + 4) and the stream's last event (5 + 6); the deep answers' are not read.
     assert series(gateway, "slipway_gateway_tokens_total", kind="input", **labels) == 3 + 5
     assert series(gateway, "slipway_gateway_tokens_total", kind="output", **labels) == 4 + 6
+
+
+def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_replica_let_go(team):
+    """A write to a client that reads nothing waits until its socket takes more: with no limit, a client that
+    stopped reading a stream held the replica's connection, its slot in the picker and the endpoint's in-flight
+    count (which the autoscaler reads) for ever. Past the write timeout it is dropped, as one that hung up."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    gateway = InProcessGateway(redis_url="", write_timeout=0.5)
+    gateway.keys.refresh()
+    let_go = asyncio.Event()
+
+    async def endless(request):  # a stream that never ends, as fast as it is taken
+        answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await answer.prepare(request)
+        event = b'data: {"choices": [{"text": "' + b"x" * 65536 + b'"}]}\n\n'
+        try:
+            while True:
+                await answer.write(event)
+        finally:  # the only way out: the gateway closed the connection (a write's error, or the handler cancelled)
+            let_go.set()
+
+    async def scenario():
+        server = await upstream(endless)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve()).rsplit(":", 1)[1])
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little, and never reads it
+        client.connect(("127.0.0.1", port))
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, client.sendall, (
+            f"POST /{team.slug}/{endpoint.name}/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {raw}"
+            f"\r\nContent-Length: 2\r\n\r\n{{}}").encode())
+        try:
+            status = await asyncio.wait_for(gateway.ended.get(), 30)
+            await asyncio.wait_for(let_go.wait(), 10)
+            return status, dict(gateway.picker.in_flight), gateway.recorder.in_flight[endpoint.pk]
+        finally:
+            client.close()
+            await gateway.close()
+            await server.close()
+
+    status, picker, in_flight = asyncio.run(scenario())
+    assert status == 200  # what the replica answered, counted as for any client that left mid-answer
+    assert picker == {} and in_flight == 0
+    labels = {"endpoint": endpoint.object_name}
+    assert series(gateway, "slipway_gateway_requests_in_flight", **labels) == 0
+    assert series(gateway, "slipway_gateway_requests_total", status_class="2xx", **labels) == 1
