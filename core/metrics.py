@@ -23,7 +23,6 @@ demo; ``default`` for a single-cluster install without one), as :func:`cluster_l
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import time
 from collections.abc import Iterable
 
@@ -34,6 +33,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from prometheus_client.registry import Collector
 
 from cluster.errors import ClusterError
+from core.networks import address_in
 
 #: The label of a backend built outside any cluster (a single-cluster install's cluster is named so too).
 DEFAULT_CLUSTER = "default"
@@ -130,13 +130,7 @@ def scrape_allowed(remote_addr: str | None, authorization: str | None) -> bool:
         scheme, _, presented = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode()):
             return True
-    try:
-        address = ipaddress.ip_address((remote_addr or "").split("%")[0])
-    except ValueError:
-        return False
-    if address.version == 6 and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in ipaddress.ip_network(network, strict=False) for network in settings.SLIPWAY_METRICS_ALLOW)
+    return address_in(remote_addr, tuple(settings.SLIPWAY_METRICS_ALLOW))
 
 
 def worker_endpoint(environ: dict, start_response) -> list[bytes]:

@@ -11,12 +11,14 @@ and Redis: caches here, increments there). For each request:
    shows one (``SLIPWAY_GATEWAY_HOLD_SECONDS``; past it 503 with ``Retry-After``);
 4. a target by weight, an upstream by least-in-flight (:mod:`inference.routing`); the method, the path after
    the endpoint, the query string, the body and the headers go as they came, less the hop-by-hop ones,
-   ``Authorization`` and ``Cookie``, plus ``X-Forwarded-For/-Proto/-Host``. A replica that refuses the
+   ``Authorization`` and ``Cookie``, plus ``X-Forwarded-For/-Proto/-Host`` the gateway writes itself (a client's
+   forwarding headers are believed only from a trusted proxy: :func:`forwarded_headers`). A replica that refuses the
    connection before answering is left for another one, once; else 502;
 5. the answer streams back chunk by chunk as it arrives (a stream's first token reaches the client before
    the last is generated); Server-Sent Events are read on the way for their ``usage`` without being held.
    A replica that dies or falls silent mid-answer ends the response: a stream gets a last
-   ``data: {"error": …}`` event, another answer is cut (the client sees a short body), never a hang;
+   ``data: {"error": …}`` event, another answer is cut (the client sees a short body), never a hang; a client
+   that takes nothing for ``SLIPWAY_GATEWAY_WRITE_TIMEOUT`` is dropped, and the replica let go (:meth:`Gateway._send`);
 6. the outcome is counted (:mod:`gateway.recorder`, :mod:`gateway.metrics`): as the revision's request when it was
    forwarded to one, else apart, as refused (steps 1-3: :meth:`Gateway._refuse`).
 """
@@ -24,7 +26,6 @@ and Redis: caches here, increments there). For each request:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -51,6 +52,7 @@ from django.utils import timezone
 from yarl import URL
 
 from core.metrics import scrape_allowed
+from core.networks import address_in
 from gateway.keys import Key, KeyCache
 from gateway.limits import Limiter, Refusal
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
@@ -64,6 +66,13 @@ logger = logging.getLogger("slipway.gateway")
 #: (its key) and cookies, and what aiohttp sets itself (Host, the body's framing).
 DROPPED = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                      "trailers", "transfer-encoding", "upgrade", "authorization", "cookie", "host", "content-length"})
+#: The headers by which a proxy tells the next hop about the client's request (its address, scheme, host, port, path
+#: prefix). The client can write any of them: they are believed, and passed on, only from a proxy of
+#: ``SLIPWAY_GATEWAY_TRUSTED_PROXIES``, and dropped from anyone else's request (:func:`forwarded_headers`).
+FORWARDING = frozenset({"forwarded", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port",
+                        "x-forwarded-prefix", "x-real-ip"})
+#: Those the gateway writes itself, whoever sent the request (a trusted proxy's values carried into them).
+WRITTEN = frozenset({"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"})
 #: Response headers not copied back (hop-by-hop; the framing is the gateway's).
 NOT_RETURNED = frozenset({"connection", "keep-alive", "proxy-authenticate", "te", "trailer", "trailers",
                           "transfer-encoding", "upgrade"})
@@ -131,14 +140,24 @@ def connection_named(headers) -> frozenset[str]:
     return frozenset(name.strip().lower() for value in headers.getall("Connection", ()) for name in value.split(","))
 
 
-def forwarded_headers(request: web.Request) -> dict[str, str]:
-    dropped = DROPPED | connection_named(request.headers)
+def forwarded_headers(request: web.Request, trusted_proxies: tuple[str, ...]) -> dict[str, str]:
+    """The headers sent to the replica: the client's, less :data:`DROPPED` and those its ``Connection`` names, and
+    ``X-Forwarded-For/-Proto/-Host`` written by the gateway, as nginx's and Envoy's are.
+
+    A replica reads them as the truth about its caller (the links and redirects it builds, the address it logs
+    or limits), and a client can write any of them: they are believed only when the request's peer is one of
+    ``trusted_proxies`` (the TLS-terminating proxy in front, which writes them itself) — then the chain is
+    appended to, the scheme and host kept. From anyone else every header of :data:`FORWARDING` is dropped and
+    the three are the gateway's own: the peer's address, the connection's scheme, the ``Host`` asked for."""
+    trusted = address_in(request.remote, trusted_proxies)
+    # A trusted proxy's other forwarding headers (a port, a prefix, RFC 7239's Forwarded) go on as it wrote them.
+    dropped = DROPPED | connection_named(request.headers) | (WRITTEN if trusted else FORWARDING)
     headers = {name: value for name, value in request.headers.items() if name.lower() not in dropped}
     peer = request.remote or ""
-    before = request.headers.get("X-Forwarded-For")
+    before = ", ".join(request.headers.getall("X-Forwarded-For", ())) if trusted else ""
     headers["X-Forwarded-For"] = f"{before}, {peer}" if before else peer
-    headers["X-Forwarded-Proto"] = request.headers.get("X-Forwarded-Proto") or request.scheme
-    headers["X-Forwarded-Host"] = request.headers.get("X-Forwarded-Host") or request.host
+    headers["X-Forwarded-Proto"] = (trusted and request.headers.get("X-Forwarded-Proto")) or request.scheme
+    headers["X-Forwarded-Host"] = (trusted and request.headers.get("X-Forwarded-Host")) or request.host
     return headers
 
 
@@ -171,10 +190,7 @@ class StreamTokens:
             payload = line[5:].strip()
             if not payload or payload == b"[DONE]":
                 continue
-            try:
-                chunk = json.loads(payload)
-            except ValueError:
-                continue
+            chunk = parse_json(payload)
             if isinstance(chunk, dict):
                 self._read(chunk)
 
@@ -193,6 +209,26 @@ class StreamTokens:
         if self.usage is not None:
             return usage_tokens(self.usage)
         return 0, self.content_chunks
+
+
+def parse_json(data: bytes) -> object | None:
+    """``data`` parsed; None when it is no JSON, or JSON nested deeper than Python's parser follows.
+
+    The parser recurses a level a call: past the interpreter's recursion limit (``sys.getrecursionlimit()``, 1,000
+    by default, less the calls under way) it raises RecursionError — before it has built much, and cleanly, as for
+    a spec file's (:mod:`slipway.specfile`). Uncaught, an answer of 100,000 ``[`` was a 500 for the replica's 200
+    and a traceback in the log; it is an answer without a usage to read, passed on untouched, as one that is no
+    JSON. A check of the depth before parsing cost more than the parse on every answer with many brackets."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def usage_of(data: bytes) -> tuple[int, int]:
+    """(prompt, completion) tokens of a JSON answer's ``usage``; zeros when it is no JSON object or too deep."""
+    answer = parse_json(data)
+    return usage_tokens(answer.get("usage")) if isinstance(answer, dict) else (0, 0)
 
 
 def usage_tokens(usage: object) -> tuple[int, int]:
@@ -225,12 +261,16 @@ class Gateway:
 
     def __init__(self, *, hold_seconds: float | None = None, connect_timeout: float | None = None,
                  read_timeout: float | None = None, redis_url: str | None = None,
-                 refresh_seconds: float = REFRESH_SECONDS) -> None:
+                 refresh_seconds: float = REFRESH_SECONDS, trusted_proxies: tuple[str, ...] | None = None,
+                 write_timeout: float | None = None) -> None:
         self.hold_seconds = settings.SLIPWAY_GATEWAY_HOLD_SECONDS if hold_seconds is None else hold_seconds
+        self.trusted_proxies = tuple(settings.SLIPWAY_GATEWAY_TRUSTED_PROXIES if trusted_proxies is None
+                                     else trusted_proxies)
         self.timeout = ClientTimeout(
             total=None, sock_connect=settings.SLIPWAY_GATEWAY_CONNECT_TIMEOUT if connect_timeout is None
             else connect_timeout, sock_read=settings.SLIPWAY_GATEWAY_READ_TIMEOUT if read_timeout is None
             else read_timeout)
+        self.write_timeout = settings.SLIPWAY_GATEWAY_WRITE_TIMEOUT if write_timeout is None else write_timeout
         self.refresh_seconds = refresh_seconds
         self.routes: dict[tuple[str, str], Route] = {}
         self.loaded = False
@@ -494,7 +534,7 @@ class Gateway:
 
     async def _forward(self, request: web.Request, route: Route, target: Target, key: Key, rest: str, body: bytes,
                        arrived: datetime, started: float, held: bool) -> web.StreamResponse:
-        headers = forwarded_headers(request)
+        headers = forwarded_headers(request, self.trusted_proxies)
         refused: str | None = None
         for _attempt in range(2):
             upstream = self.picker.acquire(target.upstreams, avoid=refused)
@@ -533,10 +573,10 @@ class Gateway:
         for name, value in answer.headers.items():
             if name.lower() not in not_returned:
                 response.headers.add(name, value)
-        await response.prepare(request)
         first: float | None = None
-        broken = client_gone = False
-        while True:
+        broken = False
+        client_gone = not await self._send(request, response.prepare(request))
+        while not client_gone:
             try:
                 chunk = await answer.content.readany()
             except (TimeoutError, ClientError):
@@ -548,9 +588,7 @@ class Gateway:
                 first = time.perf_counter()
                 if held:
                     self._spawn(self._first_byte(route.endpoint_id, timezone.now()))
-            try:
-                await response.write(chunk)
-            except (ConnectionResetError, ClientConnectionError):
+            if not await self._send(request, response.write(chunk)):
                 client_gone = True
                 break
             if tokens is not None:
@@ -561,21 +599,17 @@ class Gateway:
             if stream:  # the client's SSE reader sees why the stream ends
                 message = error_body(502, "The endpoint's replica stopped answering mid-stream.", "server_error",
                                      "upstream_disconnected")
-                try:
-                    await response.write(b"data: " + message + b"\n\n")
-                    await response.write_eof()
-                except (ConnectionResetError, ClientConnectionError):
-                    pass
+                if await self._send(request, response.write(b"data: " + message + b"\n\n")):
+                    await self._send(request, response.write_eof())
             elif request.transport is not None:
                 request.transport.close()  # a cut answer: the client sees it short, not complete
         elif not client_gone:
-            await response.write_eof()
+            await self._send(request, response.write_eof())
         prompt = completion = 0
         if tokens is not None:
             prompt, completion = tokens.tokens()
         elif kept is not None and not broken:
-            with contextlib.suppress(ValueError, AttributeError):
-                prompt, completion = usage_tokens(json.loads(kept).get("usage"))
+            prompt, completion = usage_of(bytes(kept))
         if key.tokens_per_minute is not None and prompt + completion:
             self._spawn(self.limiter.add_tokens(key.id, prompt + completion))
         now = time.perf_counter()
@@ -583,6 +617,25 @@ class Gateway:
                     ttfb_ms=(first - started) * 1000 if stream and first is not None else None,
                     tokens=(prompt, completion), busy=now - sent, error=broken)
         return response
+
+    async def _send(self, request: web.Request, write) -> bool:
+        """Await ``write`` (a write to the client, which waits while the client's socket takes no more); False when
+        the client is gone, or took nothing for :attr:`write_timeout` seconds — then it is dropped.
+
+        A client that stops reading a stream (a paused or hung program, a slowloris) would hold the write for
+        ever, and with it the replica's connection, its slot in the picker and the endpoint's in-flight count
+        (which the autoscaler reads): it is let go as one that hung up. Its connection is aborted, not closed:
+        a close waits to send what is buffered, to a client that reads nothing."""
+        try:
+            async with asyncio.timeout(self.write_timeout):
+                await write
+        except TimeoutError:
+            if request.transport is not None:
+                request.transport.abort()
+            return False
+        except (ConnectionResetError, ClientConnectionError):
+            return False
+        return True
 
     async def _relay_whole(self, answer, route: Route, target: Target, key: Key, arrived: datetime, started: float,
                            sent: float, held: bool, json_usage: bool) -> web.Response:
@@ -609,8 +662,7 @@ class Gateway:
                 response.headers.add(name, value)
         prompt = completion = 0
         if json_usage:
-            with contextlib.suppress(ValueError, AttributeError):
-                prompt, completion = usage_tokens(json.loads(body).get("usage"))
+            prompt, completion = usage_of(body)
         if key.tokens_per_minute is not None and prompt + completion:
             self._spawn(self.limiter.add_tokens(key.id, prompt + completion))
         self._count(route, target.revision, key, answer.status, arrived, started, tokens=(prompt, completion),

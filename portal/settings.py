@@ -519,6 +519,13 @@ SLIPWAY_GATEWAY_URL = env_str("SLIPWAY_GATEWAY_URL", f"http://127.0.0.1:{env_int
 SLIPWAY_GATEWAY_HOLD_SECONDS = env_float("SLIPWAY_GATEWAY_HOLD_SECONDS", 300.0)
 SLIPWAY_GATEWAY_CONNECT_TIMEOUT = env_float("SLIPWAY_GATEWAY_CONNECT_TIMEOUT", 5.0)
 SLIPWAY_GATEWAY_READ_TIMEOUT = env_float("SLIPWAY_GATEWAY_READ_TIMEOUT", 300.0)
+# Seconds a write of an answer to its client may wait for the client to take it: past it the client, which stopped
+# reading, is dropped (its replica's connection and slot freed), as one that hung up.
+SLIPWAY_GATEWAY_WRITE_TIMEOUT = env_float("SLIPWAY_GATEWAY_WRITE_TIMEOUT", 60.0)
+# The proxies in front of the gateway (addresses/networks; default none): only a request whose peer is one of them
+# has its X-Forwarded-For/-Proto/-Host (and Forwarded, X-Forwarded-Port/-Prefix, X-Real-IP) believed and passed on
+# to the replica; anyone else's are dropped, the gateway's own written in their place (a client writes what it likes).
+SLIPWAY_GATEWAY_TRUSTED_PROXIES = env_networks("SLIPWAY_GATEWAY_TRUSTED_PROXIES", [])
 # On a real cluster: the Ingresses' class, Slipway's /workspaces/auth/ as the ingress controller reaches
 # it, the controller's namespace and Slipway's (the only two the workspace's NetworkPolicy admits), and the
 # home volumes' storage class. A browser without the workspace's cookie is sent to the portal's Open, at

@@ -530,3 +530,161 @@ def test_hop_by_hop_headers_named_in_connection_go_no_further_and_a_head_keeps_i
         assert head[0].endswith("200 ok"), head
         assert "x-replica-hop: for the gateway" not in head and "x-kept: 1" in head
         assert "content-length: 5000" in head, (method, head)
+
+
+def test_forwarding_headers_are_believed_only_from_a_trusted_proxy(team):
+    """The replica reads ``X-Forwarded-Proto/-Host/-For`` as the truth about its caller (the links and redirects it
+    builds, the address it logs): the gateway passed a client's own on, so any caller could make the endpoint see
+    ``https://evil.example`` and any address. Now they are the gateway's, unless the peer is a trusted proxy."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    seen = []
+
+    async def replica(request):
+        seen.append({name.lower(): request.headers.getall(name) for name in request.headers})
+        return web.json_response({})
+
+    forged = ("X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Forwarded-For: 203.0.113.6\r\n"
+              "x-forwarded-proto: https\r\nForwarded: for=203.0.113.6;proto=https;host=evil.example\r\n"
+              "X-Real-IP: 203.0.113.6\r\nX-Forwarded-Port: 443\r\nX-Forwarded-Prefix: /evil\r\n")
+
+    def gateway_trusting(trusted_proxies):
+        given = {} if trusted_proxies is None else {"trusted_proxies": trusted_proxies}
+        gateway = InProcessGateway(redis_url="", **given)
+        gateway.keys.refresh()
+        return gateway
+
+    async def scenario(gateway):
+        server = await upstream(replica)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve()).rsplit(":", 1)[1])
+        answer = await asyncio.get_running_loop().run_in_executor(None, exchange, port, (
+            f"GET /{team.slug}/{endpoint.name}/v1/models HTTP/1.1\r\nHost: api.example.com\r\n"
+            f"Authorization: Bearer {raw}\r\nConnection: close\r\n{forged}\r\n").encode())
+        await gateway.close()
+        await server.close()
+        return answer
+
+    # Default (SLIPWAY_GATEWAY_TRUSTED_PROXIES empty), and a list that does not hold the caller: trust no one.
+    for trusted_proxies in (None, ("10.0.0.0/8", "::1/128")):
+        assert asyncio.run(scenario(gateway_trusting(trusted_proxies))).startswith(b"HTTP/1.1 200")
+        headers = seen.pop()
+        assert headers["x-forwarded-proto"] == ["http"]
+        assert headers["x-forwarded-host"] == ["api.example.com"]
+        assert headers["x-forwarded-for"] == ["127.0.0.1"]
+        for name in ("forwarded", "x-real-ip", "x-forwarded-port", "x-forwarded-prefix"):
+            assert name not in headers, name
+
+    # The TLS-terminating proxy in front, on the gateway's trusted list: what it says is believed and passed on.
+    assert asyncio.run(scenario(gateway_trusting(("127.0.0.0/8",)))).startswith(b"HTTP/1.1 200")
+    headers = seen.pop()
+    assert headers["x-forwarded-proto"] == ["https"]
+    assert headers["x-forwarded-host"] == ["evil.example"]
+    assert headers["x-forwarded-for"] == ["203.0.113.6, 127.0.0.1"]
+    assert headers["forwarded"] == ["for=203.0.113.6;proto=https;host=evil.example"]
+    assert headers["x-forwarded-port"] == ["443"]
+
+
+def test_an_answer_nested_past_the_parsers_reach_passes_untouched_and_uncounted(team, caplog):
+    """The gateway parses a JSON answer (and each event of a stream) for its ``usage``; Python's parser recurses a
+    level a call, and an answer of 100,000 nested ``[`` raised RecursionError out of the handler: a 500 (or a
+    stream cut) for the replica's 200 on the team's own endpoint, and a traceback in the log. Now such an answer
+    passes byte for byte, its tokens not counted; one nested within reach is still counted."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    gateway = InProcessGateway(redis_url="")
+    gateway.keys.refresh()
+    deep = b"[" * 100_000 + b"]" * 100_000
+    within = b"[" * 200 + b"]" * 200
+    usage = b'"usage": {"prompt_tokens": 3, "completion_tokens": 4}'
+    bodies = {
+        "whole": b'{' + usage + b', "deep": ' + deep + b'}',  # 200 kB of a stated length: read whole
+        "streamed": b'{' + usage + b', "deep": ' + deep + b'}',  # no length: relayed as it comes
+        "events": b'data: {"choices": [{"text": "a"}], "deep": ' + deep + b'}\n\n'
+                  b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6}}\n\ndata: [DONE]\n\n',
+        "within": b'{' + usage + b', "deep": ' + within + b'}',
+    }
+
+    async def replica(request):
+        name = request.path.rsplit("/", 1)[1]
+        if name in ("whole", "within"):
+            return web.Response(body=bodies[name], content_type="application/json")
+        answer = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream" if name == "events" else "application/json"})
+        await answer.prepare(request)
+        half = len(bodies[name]) // 2
+        await answer.write(bodies[name][:half])
+        await answer.write(bodies[name][half:])
+        await answer.write_eof()
+        return answer
+
+    async def scenario():
+        server = await upstream(replica)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        base = await gateway.serve()
+        async with httpx.AsyncClient(timeout=30) as client:
+            answers = {name: await client.post(f"{base}/{team.slug}/{endpoint.name}/v1/{name}", json={},
+                                               headers=bearer(raw)) for name in bodies}
+        await gateway.close()
+        await server.close()
+        return answers
+
+    with caplog.at_level("WARNING"):
+        answers = asyncio.run(scenario())
+    for name, answer in answers.items():
+        assert (name, answer.status_code) == (name, 200)
+        assert answer.content == bodies[name], name
+    assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL") or record.exc_info]
+    labels = {"endpoint": endpoint.object_name}
+    assert series(gateway, "slipway_gateway_requests_total", status_class="2xx", **labels) == 4
+    # Counted: the usage within reach (3 + 4) and the stream's last event (5 + 6); the deep answers' are not read.
+    assert series(gateway, "slipway_gateway_tokens_total", kind="input", **labels) == 3 + 5
+    assert series(gateway, "slipway_gateway_tokens_total", kind="output", **labels) == 4 + 6
+
+
+def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_replica_let_go(team):
+    """A write to a client that reads nothing waits until its socket takes more: with no limit, a client that
+    stopped reading a stream held the replica's connection, its slot in the picker and the endpoint's in-flight
+    count (which the autoscaler reads) for ever. Past the write timeout it is dropped, as one that hung up."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    gateway = InProcessGateway(redis_url="", write_timeout=0.5)
+    gateway.keys.refresh()
+    let_go = asyncio.Event()
+
+    async def endless(request):  # a stream that never ends, as fast as it is taken
+        answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await answer.prepare(request)
+        event = b'data: {"choices": [{"text": "' + b"x" * 65536 + b'"}]}\n\n'
+        try:
+            while True:
+                await answer.write(event)
+        finally:  # the only way out: the gateway closed the connection (a write's error, or the handler cancelled)
+            let_go.set()
+
+    async def scenario():
+        server = await upstream(endless)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve()).rsplit(":", 1)[1])
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little, and never reads it
+        client.connect(("127.0.0.1", port))
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, client.sendall, (
+            f"POST /{team.slug}/{endpoint.name}/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {raw}"
+            f"\r\nContent-Length: 2\r\n\r\n{{}}").encode())
+        try:
+            status = await asyncio.wait_for(gateway.ended.get(), 30)
+            await asyncio.wait_for(let_go.wait(), 10)
+            return status, dict(gateway.picker.in_flight), gateway.recorder.in_flight[endpoint.pk]
+        finally:
+            client.close()
+            await gateway.close()
+            await server.close()
+
+    status, picker, in_flight = asyncio.run(scenario())
+    assert status == 200  # what the replica answered, counted as for any client that left mid-answer
+    assert picker == {} and in_flight == 0
+    labels = {"endpoint": endpoint.object_name}
+    assert series(gateway, "slipway_gateway_requests_in_flight", **labels) == 0
+    assert series(gateway, "slipway_gateway_requests_total", status_class="2xx", **labels) == 1
