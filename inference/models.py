@@ -115,6 +115,23 @@ class InferenceEndpoint(Workload):
         """GPU units of the granted ceiling: the most the endpoint is billed for at any moment."""
         return self.ceiling * self.gpus_per_replica
 
+    def relock(self) -> bool:
+        """Take the endpoint's sizes and ceiling again from its row, locked; False once it holds no quota.
+
+        The caller holds the team's admission lock, under which a PATCH moves the sizes and the ceiling and an
+        end releases the hold. The reconcile cycle read its copy before it asked the cluster, so a move of
+        units decided on that copy could put the ceiling below a minimum raised meanwhile, above a maximum
+        lowered meanwhile, or resize a hold the endpoint's end released: each such move reads the row again
+        first and is decided on it (an ended endpoint has nothing left to move). The state is only read:
+        the copy's state is what the cycle's own conditional moves are made on.
+        """
+        row = (type(self).objects.select_for_update().filter(pk=self.pk)
+               .values_list("state", "min_replicas", "max_replicas", "replica_ceiling").first())
+        if row is None:
+            return False
+        state, self.min_replicas, self.max_replicas, self.replica_ceiling = row
+        return state in self.HOLDING_STATES
+
     @property
     def url(self) -> str:
         """Its external URL, through the gateway: what callers use (API ``url``, the page, the CLI)."""

@@ -182,8 +182,10 @@ def start(user, current: InferenceEndpoint, serving: dict, rollout: str, weight:
 def admit_candidate(endpoint: InferenceEndpoint, revision: EndpointRevision) -> bool:
     """Grant the candidate its replicas' units from the team's free quota (as a burst replica's), or say why not.
 
-    Runs under the team's admission lock (taken here when the caller has not). True when admitted now;
-    its objects are applied after commit. Refused, its ``reason`` holds the quota's words.
+    Runs under the team's admission lock (taken here when the caller has not), on the endpoint's row as it
+    is then (:meth:`InferenceEndpoint.relock`: the reconcile cycle's copy may be older than a PATCH of its
+    ceiling or its end). True when admitted now; its objects are applied after commit. Refused, its
+    ``reason`` holds the quota's words; an endpoint ended meanwhile has nothing to admit.
     """
     if endpoint.state not in InferenceEndpoint.HOLDING_STATES:
         # Not on a cluster yet (queued): it is asked again once the endpoint runs.
@@ -193,9 +195,14 @@ def admit_candidate(endpoint: InferenceEndpoint, revision: EndpointRevision) -> 
         return False
     with transaction.atomic():
         lock_team(endpoint.team)
+        if not endpoint.relock():
+            return False  # ended meanwhile: its hold went with it
         replicas = canary_replicas(revision.weight, endpoint.replicas)
         units = held_units(endpoint) + replicas * endpoint.gpus_per_replica
-        decision = admission.resize(endpoint.team, endpoint.ref, units, burst=True)
+        try:
+            decision = admission.resize(endpoint.team, endpoint.ref, units, burst=True)
+        except LookupError:
+            return False  # its hold was released (its end): nothing to admit
         if not decision.admitted:
             words = f"waiting for quota: {decision.reason.words}"[:500]
             EndpointRevision.objects.filter(pk=revision.pk, state=RevisionState.CANARY, replicas=0).exclude(
@@ -262,10 +269,12 @@ def roll_back(endpoint: InferenceEndpoint, verdict: dict, words: str, now: datet
 
 def _release(endpoint: InferenceEndpoint, now: datetime) -> None:
     """Give the candidate's units back (the caller holds the team's lock and has zeroed its replicas) and
-    have its objects deleted after commit; its pods are billed no more."""
-    with contextlib.suppress(LookupError):  # the endpoint ended meanwhile: its hold went with it
-        admission.resize(endpoint.team, endpoint.ref, held_units(endpoint))
-    lifecycle.cap_billing(endpoint, held_units(endpoint), now)
+    have its objects deleted after commit; its pods are billed no more. The hold keeps the ceiling its
+    row has now (:meth:`InferenceEndpoint.relock`), not the one of the caller's copy."""
+    if endpoint.relock():
+        with contextlib.suppress(LookupError):  # the endpoint ended meanwhile: its hold went with it
+            admission.resize(endpoint.team, endpoint.ref, held_units(endpoint))
+        lifecycle.cap_billing(endpoint, held_units(endpoint), now)
     publish_on_commit(cleanup.delete_candidate, endpoint.pk)
 
 

@@ -171,7 +171,11 @@ def _candidate_units(ref: str, gpus_per_replica: int) -> int:
 
 
 def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
-    """Grant, reclaim or release burst for one observation. True when units were given back."""
+    """Grant, reclaim or release burst for one observation. True when units were given back.
+
+    ``endpoint`` is the cycle's copy, read before the cluster was asked: it says which move to try; the
+    move itself is decided on the row as it is under the team's lock (:meth:`InferenceEndpoint.relock`).
+    """
     if endpoint.state not in HOLDING_STATES:
         return False
     base = endpoint.base_replicas
@@ -180,7 +184,7 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
         return set_ceiling(endpoint, base, ScalingDecision.BURST_RECLAIMED, status, now,
                            f"queued work of the team needs {endpoint.flavor.name} units")
     if status.scaling_limited and ceiling < endpoint.max_replicas:
-        _grow(endpoint, ceiling, status, now)
+        _grow(endpoint, status, now)
         return False
     if ceiling > base and status.desired_replicas < ceiling:
         since = endpoint.demand_below_ceiling_since
@@ -197,15 +201,29 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
     return False
 
 
-def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now: datetime) -> None:
-    """One more replica if the quota and the budget allow; else record (once) why not."""
-    held_back = _burst_held_back(endpoint.team, endpoint.flavor)
-    if held_back is not None:
-        _record_once(endpoint, ScalingDecision.CAPPED_BY_QUOTA, status, now, ceiling, f"{capped_at(ceiling)}: {held_back}")
-        return
+def _grow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> None:
+    """One more replica if the quota and the budget allow; else record (once) why not.
+
+    Decided on the row under the team's lock: a maximum lowered since the cycle read it is not grown
+    past, an endpoint ended since is left alone.
+    """
     with transaction.atomic():
         lock_team(endpoint.team)
-        decision = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling + 1), burst=True)
+        if not endpoint.relock():
+            return  # ended meanwhile: its hold went with it
+        ceiling = endpoint.ceiling
+        if ceiling >= endpoint.max_replicas:
+            return  # its maximum was lowered (or another cycle grew it) meanwhile: nothing to grant
+        held_back = _burst_held_back(endpoint.team, endpoint.flavor)
+        if held_back is not None:
+            _record_once(endpoint, ScalingDecision.CAPPED_BY_QUOTA, status, now, ceiling,
+                         f"{capped_at(ceiling)}: {held_back}")
+            return
+        try:
+            decision = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling + 1),
+                                        burst=True)
+        except LookupError:
+            return  # its hold was released (its end): nothing to grant
         if not decision.admitted:
             if decision.reason.code == AdmissionCode.BUDGET_ALERT:
                 _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
@@ -225,27 +243,41 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
 
 def set_ceiling(endpoint: InferenceEndpoint, ceiling: int, decision: str, status: WorkloadStatus | None,
                 now: datetime, reason: str) -> bool:
-    """Lower (or raise, when it fits) the ceiling to ``ceiling`` and resize the hold with it.
+    """Lower the ceiling to ``ceiling`` and shrink the hold with it. True when units were given back.
 
-    Returns True when units were given back. Runs under the team's admission lock.
+    Runs under the team's admission lock, on the row as it is then (:meth:`InferenceEndpoint.relock`):
+    ``ceiling`` was worked out from the caller's copy, so it is never taken below the minimum now nor
+    above the ceiling now (a minimum raised, a maximum lowered meanwhile stay what the user set), and an
+    endpoint ended meanwhile has nothing to give back.
     """
     with transaction.atomic():
         lock_team(endpoint.team)
-        current = InferenceEndpoint.objects.filter(pk=endpoint.pk).values_list("replica_ceiling", flat=True).first()
-        if current is None:
+        if not endpoint.relock():
             return False
-        current = current or endpoint.base_replicas
+        current = endpoint.ceiling
+        ceiling = min(max(ceiling, endpoint.base_replicas), current)
         if ceiling == current:
             return False
-        if not admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling)).admitted:
+        try:
+            shrunk = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling))
+        except LookupError:
+            return False  # its hold was released (its end): nothing left to give back
+        if not shrunk.admitted or not _move_ceiling(endpoint, current, ceiling, decision, status, now, reason):
             return False
-        _move_ceiling(endpoint, current, ceiling, decision, status, now, reason)
-    return ceiling < current
+    return True
 
 
 def _move_ceiling(endpoint: InferenceEndpoint, old: int, new: int, decision: str, status: WorkloadStatus | None,
-                  now: datetime, reason: str) -> None:
-    InferenceEndpoint.objects.filter(pk=endpoint.pk).update(replica_ceiling=new, demand_below_ceiling_since=None)
+                  now: datetime, reason: str) -> bool:
+    """Write the ceiling ``new`` (the hold is resized already), conditional on the row the caller read
+    under the lock (:meth:`InferenceEndpoint.relock`): its ceiling and sizes. False, and the resize undone
+    with the caller's block, when the row moved all the same."""
+    moved = InferenceEndpoint.objects.filter(
+        pk=endpoint.pk, replica_ceiling=endpoint.replica_ceiling, min_replicas=endpoint.min_replicas,
+        max_replicas=endpoint.max_replicas).update(replica_ceiling=new, demand_below_ceiling_since=None)
+    if not moved:
+        transaction.set_rollback(True)
+        return False
     endpoint.replica_ceiling = new
     record(endpoint, decision, status, now, new, reason)
     if new < old:
@@ -254,6 +286,7 @@ def _move_ceiling(endpoint: InferenceEndpoint, old: int, new: int, decision: str
         # Moved outside an observation (budget stop, staff): no cycle samples this move.
         sample(endpoint, endpoint.replicas, endpoint.desired_replicas, new, now)
     enqueue_apply(endpoint.identity)  # the ScaledObject's maxReplicaCount follows the ceiling
+    return True
 
 
 def record(endpoint: InferenceEndpoint, decision: str, status: WorkloadStatus | None, now: datetime, ceiling: int,

@@ -15,13 +15,14 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from billing.models import QuotaHold
-from inference import canary, histogram, revisions, services
+from inference import canary, histogram, revisions, scaling, services
 from inference.canary import BAD, GOOD, NONE, Figures, Rule, judge
 from inference.constants import RevisionState
 from inference.models import EndpointRevision, InferenceEndpoint, TrafficWindow
 from notifications import delivery
 from notifications.models import Delivery, Event
 from tests.inference.conftest import endpoint_payload
+from tests.inference.test_scaling import ready, wants
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 
 pytestmark = pytest.mark.django_db
@@ -137,6 +138,52 @@ def test_a_canary_the_quota_refuses_waits_with_its_words_and_runs_once_units_are
     rev.refresh_from_db()
     assert (rev.replicas, rev.reason) == (1, "")  # 25 % of 0 ready replicas: at least one
     assert reserved(ep) == 3
+
+
+# -- a cycle's copy of the row is older than the row ---------------------------------------------------
+# The reconcile cycle reads the endpoint before it asks the cluster: a PATCH or a delete may land before
+# revisions.follow moves units, which it decides on the row as it is under the team's lock.
+
+
+def test_a_cycle_with_a_stale_row_admits_a_candidate_beside_the_ceiling_now(member, team, ep_quota, published,
+                                                                           fake_backend):
+    ep = ready(services.create_endpoint(member, team, endpoint_payload(min_replicas=1, max_replicas=2)))
+    scaling.follow(ep, wants(1, 2, limited=True), T0)  # burst: ceiling 2
+    other = services.create_endpoint(member, team, endpoint_payload(name="other", min_replicas=2, max_replicas=2))
+    services.update_endpoint(member, fresh(ep), {"image": "serve:2", "rollout": "canary", "weight": 25})
+    assert EndpointRevision.objects.get(endpoint=ep, number=2).replicas == 0  # 4 of 4 A100s held: it waits
+    stale = ready(ep)  # what the cycle read: ceiling 2
+    services.delete_endpoint(member, other)
+    services.update_endpoint(member, fresh(ep), {"max_replicas": 1})  # ceiling 1
+    revisions.follow(stale, 1, True, None, T0)
+    assert EndpointRevision.objects.get(endpoint=ep, number=2).replicas == 1
+    assert reserved(ep) == 2  # the ceiling now (1) and the candidate's replica, not the ceiling read before
+
+
+def test_a_cycle_with_a_stale_row_releases_a_promoted_candidate_down_to_the_ceiling_now(
+        member, team, ep_quota, published, fake_backend):
+    ep = ready(services.create_endpoint(member, team, endpoint_payload(min_replicas=1, max_replicas=2)))
+    scaling.follow(ep, wants(1, 2, limited=True), T0)
+    services.update_endpoint(member, fresh(ep), {"image": "serve:2", "rollout": "canary", "weight": 25})
+    services.promote_endpoint(member, fresh(ep))
+    assert reserved(ep) == 3  # ceiling 2, and the candidate's replica until the rollout is done
+    stale = ready(ep)
+    services.update_endpoint(member, fresh(ep), {"max_replicas": 1})
+    assert reserved(ep) == 2
+    revisions.follow(stale, 2, True, None, T0)  # rolled out to revision 2: its replica's units go back
+    assert reserved(ep) == 1
+
+
+def test_a_cycle_with_a_stale_row_moves_nothing_of_an_endpoint_deleted_meanwhile(member, team, ep_quota, published,
+                                                                                 fake_backend):
+    ep = ready(services.create_endpoint(member, team, endpoint_payload(min_replicas=4, max_replicas=4)))
+    services.update_endpoint(member, ep, {"image": "serve:2", "rollout": "canary", "weight": 25})
+    assert EndpointRevision.objects.get(endpoint=ep, number=2).replicas == 0  # waiting for quota
+    stale = fresh(ep)  # what the cycle read: ready, its candidate waiting
+    services.delete_endpoint(member, fresh(ep))
+    revisions.follow(stale, 1, True, None, T0)  # no LookupError: the cluster's pass goes on
+    assert EndpointRevision.objects.get(endpoint=ep, number=2).replicas == 0
+    assert not QuotaHold.objects.held().filter(ref=ep.ref).exists()
 
 
 # -- the rule, pure -------------------------------------------------------------------------------------

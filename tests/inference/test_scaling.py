@@ -11,7 +11,7 @@ from django.utils import timezone
 from billing.ledger import record_usage
 from billing.models import QuotaHold, TeamBudget
 from cluster.status import WorkloadStatus
-from inference import scaling
+from inference import scaling, services
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
@@ -94,6 +94,55 @@ def test_queued_work_of_the_team_reclaims_the_burst_first(create, member, team):
     # While the queue waits for the flavor, the endpoint does not grow again.
     scaling.follow(endpoint, wants(1, 1, limited=True), now)
     assert ready(endpoint).replica_ceiling == 1
+
+
+# -- a cycle's copy of the row is older than the row ---------------------------------------------------
+# The reconcile cycle reads the endpoints before it asks the cluster: a PATCH or a delete may land in between,
+# and every move is decided again on the row as it is under the team's lock.
+
+
+def test_a_cycle_with_a_stale_row_reclaims_no_burst_below_a_minimum_raised_meanwhile(create, member, team):
+    endpoint = ready(create(min_replicas=1, max_replicas=4))
+    scaling.follow(endpoint, wants(1, 2, limited=True), timezone.now())  # burst: ceiling 2
+    stale = ready(endpoint)  # what the cycle read: min 1, ceiling 2
+    assert (stale.ceiling, reserved(endpoint)) == (2, 2)
+    services.update_endpoint(member, ready(endpoint), {"min_replicas": 3})
+    assert (ready(endpoint).ceiling, reserved(endpoint)) == (3, 3)
+    # Queued work of the team waits for the flavor (2 A100s, 1 left): burst would be reclaimed first.
+    queued = create(name="other", min_replicas=2, max_replicas=2)
+    assert queued.state == EndpointState.QUEUED
+    assert scaling.follow(stale, wants(2, 2, limited=False), timezone.now()) is False
+    now = ready(endpoint)
+    # The raised minimum is guaranteed: no burst is left to reclaim, the ceiling and the hold stay at it.
+    assert (now.min_replicas, now.ceiling, reserved(endpoint)) == (3, 3, 3)
+    assert stale.ceiling == 3  # what the cycle samples next is the ceiling now
+
+
+def test_a_cycle_with_a_stale_row_grows_no_burst_past_a_maximum_lowered_meanwhile(create, member):
+    endpoint = ready(create(min_replicas=1, max_replicas=4))
+    scaling.follow(endpoint, wants(1, 2, limited=True), timezone.now())
+    stale = ready(endpoint)  # max 4, ceiling 2
+    services.update_endpoint(member, ready(endpoint), {"max_replicas": 2})
+    assert ready(endpoint).ceiling == 2
+    scaling.follow(stale, wants(2, 3, limited=True), timezone.now())
+    now = ready(endpoint)
+    assert (now.max_replicas, now.ceiling, reserved(endpoint)) == (2, 2, 2)
+    assert now.scaling_events.first().decision == ScalingDecision.MINIMUM_CHANGED  # nothing granted after it
+
+
+@pytest.mark.parametrize("wanted", [3, 1], ids=["grow", "release"])
+def test_a_cycle_with_a_stale_row_moves_nothing_of_an_endpoint_deleted_meanwhile(create, member, wanted):
+    endpoint = ready(create(min_replicas=1, max_replicas=4, scale_down_delay_seconds=60))
+    now = timezone.now()
+    scaling.follow(endpoint, wants(1, 2, limited=True), now)
+    scaling.follow(ready(endpoint), wants(2, 1, limited=False), now)  # demand below the ceiling since now
+    stale = ready(endpoint)
+    services.delete_endpoint(member, ready(endpoint))
+    events = endpoint.scaling_events.count()
+    # The cycle grows (wants 3) or releases (wants 1 for the whole delay) on its copy: nothing to do, no LookupError.
+    assert scaling.follow(stale, wants(2, wanted, limited=wanted > 2), now + timedelta(seconds=60)) is False
+    assert not QuotaHold.objects.held().filter(ref=endpoint.ref).exists()
+    assert endpoint.scaling_events.count() == events
 
 
 def test_the_ceiling_comes_down_after_the_scale_down_delay(create):
