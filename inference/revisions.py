@@ -171,8 +171,14 @@ def start(user, current: InferenceEndpoint, serving: dict, rollout: str, weight:
             weight=weight, auto_promote_windows=auto_promote_windows, created_at=now, created_by=user)
         admit_candidate(current, revision)
         return revision
-    # A replace supersedes one still rolling: the Deployment now rolls to the newest spec.
-    current.revisions.filter(state=RevisionState.ROLLING).update(state=RevisionState.RETIRED, weight=0, ended_at=now)
+    # A replace supersedes one still rolling: the Deployment now rolls to the newest spec. A promoted candidate
+    # still holds its replicas (its units, its objects) until its rollout is done, which now never comes: they
+    # go back here, as that rollout's end would have given them (the caller holds the team's lock).
+    rolling = current.revisions.filter(state=RevisionState.ROLLING)
+    held = rolling.filter(replicas__gt=0).exists()
+    rolling.update(state=RevisionState.RETIRED, weight=0, replicas=0, ended_at=now)
+    if held:
+        _release(current, now)
     current.revisions.filter(state=RevisionState.STABLE).update(weight=0)
     return EndpointRevision.objects.create(
         endpoint=current, number=number, spec=spec, state=RevisionState.ROLLING, rollout=Rollout.REPLACE, weight=100,

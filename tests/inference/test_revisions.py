@@ -139,6 +139,28 @@ def test_a_canary_the_quota_refuses_waits_with_its_words_and_runs_once_units_are
     assert reserved(ep) == 3
 
 
+def test_a_replace_over_a_promoted_rollout_gives_the_candidates_units_back_at_once(
+        endpoint, member, published, django_capture_on_commit_callbacks):
+    """Promoted, the candidate keeps its replica until its rollout is done; a replace before then (say back to
+    the old image: a rollback is a 409 after a promote) supersedes that rollout, which so never ends: its
+    units and objects go back with the replace (revisions.start), not never."""
+    old_image = endpoint.image
+    services.update_endpoint(member, endpoint, {"image": "serve:2", "rollout": "canary", "weight": 20})
+    services.promote_endpoint(member, endpoint)
+    assert reserved(endpoint) == 2  # the candidate keeps its units until the rollout is done
+    with django_capture_on_commit_callbacks(execute=True):
+        services.update_endpoint(member, fresh(endpoint), {"image": old_image})
+    assert states(endpoint) == [(1, "retired", 0), (2, "retired", 0), (3, "rolling", 100)]
+    assert EndpointRevision.objects.get(endpoint=endpoint, number=2).replicas == 0
+    assert reserved(endpoint) == 1  # min = max = 1, no candidate
+    assert revisions.canary_spec(fresh(endpoint)) is None
+    assert published.count(("inference.cleanup.delete_candidate", (endpoint.pk,))) == 1
+
+    revisions.follow(fresh(endpoint), 3, True, None, T0)  # revision 3 rolled out
+    assert states(endpoint)[-1] == (3, "stable", 100)
+    assert reserved(endpoint) == 1
+
+
 # -- the rule, pure -------------------------------------------------------------------------------------
 
 RULE = Rule(error_delta=0.02, latency_factor=1.5, min_requests=20, bad_windows=2)
