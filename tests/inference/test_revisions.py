@@ -161,6 +161,33 @@ def test_a_replace_over_a_promoted_rollout_gives_the_candidates_units_back_at_on
     assert reserved(endpoint) == 1
 
 
+def test_a_canary_waits_until_a_rollout_is_done_then_is_compared_with_what_served(endpoint, member):
+    """While a revision rolls out, the endpoint's Service serves it and the stable one answers nothing: a canary
+    compared with the stable one would never get a verdict, nor be rolled back, so it is refused (409)."""
+    services.update_endpoint(member, endpoint, {"image": "serve:2"})  # replace: revision 2 rolling
+    with pytest.raises(services.EndpointConflict, match="Revision 2 is still rolling out"):
+        services.update_endpoint(member, fresh(endpoint), {"image": "serve:3", "rollout": "canary", "weight": 20})
+    assert states(endpoint) == [(1, "stable", 0), (2, "rolling", 100)]
+    assert reserved(endpoint) == 1
+
+    # Rolled out, revision 2 is the stable one: the canary starts, and is judged against it.
+    revisions.follow(fresh(endpoint), 2, True, None, T0)
+    services.update_endpoint(member, fresh(endpoint), {"image": "serve:3", "rollout": "canary", "weight": 20})
+    ep = fresh(endpoint)
+    assert revisions.live_targets(ep) == [(2, 80, ep.object_name), (3, 20, f"{ep.object_name}-canary")]
+    write_rows(ep, 2, T0 - timedelta(seconds=60), 60, requests=40, errors=0, latency_ms=50)
+    write_rows(ep, 3, T0 - timedelta(seconds=60), 60, requests=10, errors=5, latency_ms=50)
+    assert canary.evaluate_all(T0 + timedelta(seconds=5)) == {ep.ref: "rolled_back"}
+
+
+def test_a_canary_waits_for_a_promoted_candidates_rollout_too(endpoint, member):
+    services.update_endpoint(member, endpoint, {"image": "serve:2", "rollout": "canary", "weight": 20})
+    services.promote_endpoint(member, endpoint)
+    with pytest.raises(services.EndpointConflict, match="Revision 2 is still rolling out"):
+        services.update_endpoint(member, fresh(endpoint), {"image": "serve:3", "rollout": "canary", "weight": 20})
+    assert states(endpoint) == [(1, "retired", 0), (2, "rolling", 100)]
+
+
 # -- the rule, pure -------------------------------------------------------------------------------------
 
 RULE = Rule(error_delta=0.02, latency_factor=1.5, min_requests=20, bad_windows=2)
