@@ -91,7 +91,8 @@ class EndpointEditForm(forms.Form):
     scale_down_delay_seconds = forms.CharField(
         initial=str(specs.DEFAULT_SCALE_DOWN_DELAY_SECONDS), label="Scale-down delay (seconds)",
         widget=whole_number(0, c.MAX_SCALE_DOWN_DELAY_SECONDS),
-        help_text="How long demand must stay lower before replicas (and burst units) are given back.")
+        help_text="How long demand must stay lower before burst units are given back and an idle endpoint "
+                  "sleeps; the cluster's autoscaler stops replicas after at most an hour of it.")
 
     # How a new image or env rolls out (docs/serving.md "Revisions, canary and rollback"): an edit's only.
     rollout = forms.ChoiceField(

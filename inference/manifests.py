@@ -30,7 +30,8 @@ wall that pins every selector to the namespace whatever the query says.
 ``ignoreNullValues: "false"`` makes a lost metric an error rather than a silent zero, and the
 ``fallback`` then holds the endpoint at its guaranteed base (never burst it was not granted).
 Scaling up is gentle (one replica a minute: each one loads a model onto a GPU) and scaling
-down waits ``scale_down_delay_seconds``. An endpoint scales to zero only with a request-driven
+down waits ``scale_down_delay_seconds`` (in the HPA at most :data:`HPA_MAX_STABILIZATION_SECONDS`, the most its
+validation takes; KEDA's cooldown to zero waits the whole delay). An endpoint scales to zero only with a request-driven
 trigger; engine queue gauges vanish with the pods, so at ``min_replicas: 0`` the ingress
 request rate is added as the trigger that wakes it. Every endpoint at ``min_replicas: 0`` also
 gets the gateway's wake-up trigger: the requests the gateway holds for it (waiting for a replica,
@@ -99,6 +100,9 @@ POLLING_INTERVAL_SECONDS = 15
 PROBE_PERIOD_SECONDS = 10
 #: Failed metric reads before KEDA falls back to the guaranteed base.
 FALLBACK_FAILURE_THRESHOLD = 3
+#: The longest stabilization window Kubernetes' HPA validation takes: a longer scale-down delay (the API allows a
+#: day) waits this long in the HPA, while KEDA's cooldown to zero and Slipway's release of burst units wait it all.
+HPA_MAX_STABILIZATION_SECONDS = 3600
 #: Annotation with the user's maximum (the ScaledObject's maxReplicaCount is the granted ceiling).
 MAX_REPLICAS_ANNOTATION = "slipway.dev/max-replicas"
 #: Pod label telling a stable replica from a candidate's, and its values.
@@ -338,7 +342,8 @@ def build_scaledobject(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
             "fallback": {"failureThreshold": FALLBACK_FAILURE_THRESHOLD, "replicas": max(spec.min_replicas, 1)},
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
                 "scaleUp": {"stabilizationWindowSeconds": 0, "policies": [_one_replica_a_minute()]},
-                "scaleDown": {"stabilizationWindowSeconds": spec.scale_down_delay_seconds,
+                "scaleDown": {"stabilizationWindowSeconds": min(spec.scale_down_delay_seconds,
+                                                                HPA_MAX_STABILIZATION_SECONDS),
                               "policies": [_one_replica_a_minute()]},
             }}},
             "triggers": triggers,

@@ -159,10 +159,18 @@ def start(user, current: InferenceEndpoint, serving: dict, rollout: str, weight:
 
     Replace: the caller sets the fields on the endpoint (its Deployment rolls). Canary: the endpoint keeps
     its fields; the candidate is admitted now if the quota allows (else it waits, asked every cycle).
-    Raises :class:`RolloutConflict` while a candidate is live (promote or roll it back first).
+    Raises :class:`RolloutConflict` while a candidate is live (promote or roll it back first), and for a
+    canary while a revision is rolling out: the endpoint's Service serves the rolling revision, so the stable
+    one the rule compares a candidate with answers no request, and no window would ever give a verdict.
     """
     if candidate(current) is not None:
         raise RolloutConflict("A canary revision is live: promote it or roll it back before another rollout.")
+    rolling = current.revisions.filter(state=RevisionState.ROLLING)
+    if rollout == Rollout.CANARY:
+        rolling_number = rolling.order_by("-number").values_list("number", flat=True).first()
+        if rolling_number is not None:
+            raise RolloutConflict(f"Revision {rolling_number} is still rolling out: start the canary once it is stable "
+                                  f"(a canary is compared with the stable revision, which serves nothing meanwhile).")
     spec = {**serving_spec(current), **serving}
     number = _next_number(current)
     if rollout == Rollout.CANARY:
@@ -171,8 +179,13 @@ def start(user, current: InferenceEndpoint, serving: dict, rollout: str, weight:
             weight=weight, auto_promote_windows=auto_promote_windows, created_at=now, created_by=user)
         admit_candidate(current, revision)
         return revision
-    # A replace supersedes one still rolling: the Deployment now rolls to the newest spec.
-    current.revisions.filter(state=RevisionState.ROLLING).update(state=RevisionState.RETIRED, weight=0, ended_at=now)
+    # A replace supersedes one still rolling: the Deployment now rolls to the newest spec. A promoted candidate
+    # still holds its replicas (its units, its objects) until its rollout is done, which now never comes: they
+    # go back here, as that rollout's end would have given them (the caller holds the team's lock).
+    held = rolling.filter(replicas__gt=0).exists()
+    rolling.update(state=RevisionState.RETIRED, weight=0, replicas=0, ended_at=now)
+    if held:
+        _release(current, now)
     current.revisions.filter(state=RevisionState.STABLE).update(weight=0)
     return EndpointRevision.objects.create(
         endpoint=current, number=number, spec=spec, state=RevisionState.ROLLING, rollout=Rollout.REPLACE, weight=100,

@@ -49,3 +49,10 @@ def test_bad_rollouts_are_said_with_their_field(cli, ep_quota, member, team):
     nothing = cli("endpoint", "rollout", "llama-chat")
     assert nothing.exit_code == 2 and "needs a new image, command, args or env" in nothing.output
     assert EndpointRevision.objects.count() == 1
+
+
+def test_a_canary_while_a_replace_rolls_out_is_refused_saying_why(cli, ep_quota, member, team):
+    services.create_endpoint(member, team, endpoint_payload(max_replicas=1))
+    assert cli("endpoint", "rollout", "llama-chat", "--image", "serve:2").exit_code == 0
+    refused = cli("endpoint", "rollout", "llama-chat", "--image", "serve:3", "--strategy", "canary", "--weight", "20")
+    assert refused.exit_code != 0 and "Revision 2 is still rolling out" in refused.output

@@ -8,6 +8,9 @@ and Kubernetes' ``x-kubernetes-int-or-string`` becomes an explicit ``anyOf``. Su
 extract script pruned (``x-slipway-pruned``, the PyTorchJob's and the ClusterTrainingRuntime's pod
 templates) accept any object; the tests validate those separately with kubernetes-validate. The CRDs' CEL
 rules (``x-kubernetes-validations``) are not run: the tests check the ones Slipway's objects could break by hand.
+Bounds an API server enforces that the schema only states in a description (:data:`DESCRIBED_BOUNDS`: the
+HPA's stabilization windows, validated when KEDA creates its HPA) are added to it, so a rendered object
+outside them fails here, not on the cluster.
 
 The schemas are data fixtures under ``tests/cluster/schemas/``, produced by
 ``scripts/extract_crd_schemas.py`` from the upstream CRDs.
@@ -24,6 +27,9 @@ import jsonschema
 
 SCHEMAS = Path(__file__).parent / "schemas"
 PRUNED = "x-slipway-pruned"
+#: Properties whose bounds the CRD states only in words, by name: Kubernetes' HPA validation refuses a
+#: ``behavior`` stabilization window outside 0..3600 s ("less than or equal to 3600 (one hour)").
+DESCRIBED_BOUNDS: dict[str, dict[str, int]] = {"stabilizationWindowSeconds": {"minimum": 0, "maximum": 3600}}
 
 
 def strict(schema: Any) -> Any:
@@ -41,7 +47,8 @@ def strict(schema: Any) -> Any:
         for key, value in schema.items()
     }
     if "properties" in schema:
-        out["properties"] = {name: strict(sub) for name, sub in schema["properties"].items()}
+        out["properties"] = {name: {**strict(sub), **DESCRIBED_BOUNDS.get(name, {})}
+                             for name, sub in schema["properties"].items()}
         if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
             out["additionalProperties"] = False
     if schema.get("x-kubernetes-int-or-string"):

@@ -53,6 +53,10 @@ VARIANTS: dict[str, Any] = {
     "endpoint_mig_gpu_utilization": lambda: build_endpoint(
         samples.endpoint(flavor=samples.MIG_1G, target=60, scale_down_delay_seconds=900), samples.CONFIG
     ),
+    # A scale-down delay over the HPA's one-hour bound (the API takes up to a day).
+    "endpoint_scale_down_delay_over_an_hour": lambda: build_endpoint(
+        samples.endpoint(scale_down_delay_seconds=7200), samples.CONFIG
+    ),
     "endpoint_prometheus_query": lambda: build_endpoint(
         samples.endpoint(metric="prometheus", target=100, min_replicas=0,
                          query='sum(rate(http_requests_total{service="detector"}[1m]))'),
@@ -129,6 +133,16 @@ def test_it_rejects_fields_the_crd_does_not_know() -> None:
     assert len(crd_schema.errors("scaledobject", scaled)) == 2
 
 
+def test_it_rejects_a_stabilization_window_the_hpa_refuses() -> None:
+    # Bounded only in the CRD's words; KEDA's HPA with a window over an hour is refused by the API server.
+    scaled = build_endpoint(samples.endpoint(), samples.CONFIG)[2]
+    scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
+        "stabilizationWindowSeconds"] = 3601
+    assert crd_schema.errors("scaledobject", scaled) == [
+        "spec/advanced/horizontalPodAutoscalerConfig/behavior/scaleDown/stabilizationWindowSeconds: "
+        "3601 is greater than the maximum of 3600"]
+
+
 @pytest.mark.parametrize(("label", "obj"), _all_objects())
 def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> None:
     check_labels(label, obj)
@@ -198,6 +212,15 @@ def test_scaling_up_is_gentle_and_down_waits_the_delay() -> None:
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleUp"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 60}]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 900 and spec["cooldownPeriod"] == 900
+
+
+def test_a_delay_over_an_hour_caps_the_hpas_window_and_keeps_kedas_cooldown() -> None:
+    """The HPA refuses a stabilization window over 3600 s; the delay itself (up to a day) still holds for KEDA's
+    cooldown to zero, and for Slipway's release of burst units (inference.scaling.follow)."""
+    spec = build_endpoint(samples.endpoint(min_replicas=0, metric="requests_per_second", target=10,
+                                           scale_down_delay_seconds=7200), samples.CONFIG)[2]["spec"]
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 3600 and spec["cooldownPeriod"] == 7200
 
 
 def test_a_queue_scaled_endpoint_at_zero_wakes_on_requests() -> None:

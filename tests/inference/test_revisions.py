@@ -186,6 +186,55 @@ def test_a_cycle_with_a_stale_row_moves_nothing_of_an_endpoint_deleted_meanwhile
     assert not QuotaHold.objects.held().filter(ref=ep.ref).exists()
 
 
+def test_a_replace_over_a_promoted_rollout_gives_the_candidates_units_back_at_once(
+        endpoint, member, published, django_capture_on_commit_callbacks):
+    """Promoted, the candidate keeps its replica until its rollout is done; a replace before then (say back to
+    the old image: a rollback is a 409 after a promote) supersedes that rollout, which so never ends: its
+    units and objects go back with the replace (revisions.start), not never."""
+    old_image = endpoint.image
+    services.update_endpoint(member, endpoint, {"image": "serve:2", "rollout": "canary", "weight": 20})
+    services.promote_endpoint(member, endpoint)
+    assert reserved(endpoint) == 2  # the candidate keeps its units until the rollout is done
+    with django_capture_on_commit_callbacks(execute=True):
+        services.update_endpoint(member, fresh(endpoint), {"image": old_image})
+    assert states(endpoint) == [(1, "retired", 0), (2, "retired", 0), (3, "rolling", 100)]
+    assert EndpointRevision.objects.get(endpoint=endpoint, number=2).replicas == 0
+    assert reserved(endpoint) == 1  # min = max = 1, no candidate
+    assert revisions.canary_spec(fresh(endpoint)) is None
+    assert published.count(("inference.cleanup.delete_candidate", (endpoint.pk,))) == 1
+
+    revisions.follow(fresh(endpoint), 3, True, None, T0)  # revision 3 rolled out
+    assert states(endpoint)[-1] == (3, "stable", 100)
+    assert reserved(endpoint) == 1
+
+
+def test_a_canary_waits_until_a_rollout_is_done_then_is_compared_with_what_served(endpoint, member):
+    """While a revision rolls out, the endpoint's Service serves it and the stable one answers nothing: a canary
+    compared with the stable one would never get a verdict, nor be rolled back, so it is refused (409)."""
+    services.update_endpoint(member, endpoint, {"image": "serve:2"})  # replace: revision 2 rolling
+    with pytest.raises(services.EndpointConflict, match="Revision 2 is still rolling out"):
+        services.update_endpoint(member, fresh(endpoint), {"image": "serve:3", "rollout": "canary", "weight": 20})
+    assert states(endpoint) == [(1, "stable", 0), (2, "rolling", 100)]
+    assert reserved(endpoint) == 1
+
+    # Rolled out, revision 2 is the stable one: the canary starts, and is judged against it.
+    revisions.follow(fresh(endpoint), 2, True, None, T0)
+    services.update_endpoint(member, fresh(endpoint), {"image": "serve:3", "rollout": "canary", "weight": 20})
+    ep = fresh(endpoint)
+    assert revisions.live_targets(ep) == [(2, 80, ep.object_name), (3, 20, f"{ep.object_name}-canary")]
+    write_rows(ep, 2, T0 - timedelta(seconds=60), 60, requests=40, errors=0, latency_ms=50)
+    write_rows(ep, 3, T0 - timedelta(seconds=60), 60, requests=10, errors=5, latency_ms=50)
+    assert canary.evaluate_all(T0 + timedelta(seconds=5)) == {ep.ref: "rolled_back"}
+
+
+def test_a_canary_waits_for_a_promoted_candidates_rollout_too(endpoint, member):
+    services.update_endpoint(member, endpoint, {"image": "serve:2", "rollout": "canary", "weight": 20})
+    services.promote_endpoint(member, endpoint)
+    with pytest.raises(services.EndpointConflict, match="Revision 2 is still rolling out"):
+        services.update_endpoint(member, fresh(endpoint), {"image": "serve:3", "rollout": "canary", "weight": 20})
+    assert states(endpoint) == [(1, "retired", 0), (2, "rolling", 100)]
+
+
 # -- the rule, pure -------------------------------------------------------------------------------------
 
 RULE = Rule(error_delta=0.02, latency_factor=1.5, min_requests=20, bad_windows=2)

@@ -109,3 +109,11 @@ def test_a_viewer_reads_revisions_but_rolls_nothing_out(api_client_for, viewer, 
     for verb, body in (("rollout", {"image": "serve:2"}), ("promote", None), ("rollback", None)):
         assert client.post(url(ep, verb), body, format="json").status_code == 403
     assert EndpointRevision.objects.filter(endpoint_id=ep).count() == 1
+
+
+def test_a_canary_while_a_replace_rolls_out_is_a_409_that_says_why(api, ep):
+    assert api.post(url(ep, "rollout"), {"image": "serve:2"}, format="json").status_code == 201
+    refused = api.post(url(ep, "rollout"), {"image": "serve:3", "strategy": "canary", "weight": 20}, format="json")
+    assert refused.status_code == 409
+    assert "Revision 2 is still rolling out" in str(refused.json())
+    assert not EndpointRevision.objects.filter(endpoint_id=ep, number=3).exists()

@@ -57,6 +57,15 @@ def test_the_edit_form_rolls_out_a_canary_and_the_page_shows_it_with_its_traffic
     assert "Stable" in stable and "90%" in stable and "env MODEL" in stable
 
 
+def test_the_edit_form_says_a_canary_waits_for_a_rollout_in_flight(client, member, endpoint):
+    client.force_login(member)
+    assert client.post(f"/endpoints/{endpoint.pk}/edit/", edit_form(endpoint, image="serve:2")).status_code == 302
+    refused = client.post(f"/endpoints/{endpoint.pk}/edit/", edit_form(endpoint, image="serve:3", rollout="canary",
+                                                                          weight="10"))
+    assert refused.status_code == 400 and "Revision 2 is still rolling out" in refused.content.decode()
+    assert EndpointRevision.objects.filter(endpoint=endpoint).count() == 2
+
+
 def test_roll_back_over_htmx_answers_the_panel_and_a_second_time_409(client, member, endpoint):
     services.update_endpoint(member, endpoint, {"image": "serve:2", "rollout": "canary", "weight": 10})
     client.force_login(member)
