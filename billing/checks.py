@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError
 
+from billing.models import TeamBudget
+
 
 @checks.register(checks.Tags.database)
 def check_budget_currencies(app_configs, databases=None, **kwargs) -> list[checks.CheckMessage]:
@@ -19,8 +21,6 @@ def check_budget_currencies(app_configs, databases=None, **kwargs) -> list[check
     """
     if not databases:
         return []
-    from billing.models import TeamBudget  # models load after the checks module is imported
-
     try:
         odd = list(TeamBudget.objects.exclude(currency=settings.SLIPWAY_CURRENCY).order_by("team__slug")
                    .values_list("team__slug", "monthly_limit", "currency"))
