@@ -153,7 +153,7 @@ def test_admitting_commits_exactly_what_the_gate_counted(member, team, quota):
     assert counted.admitted
 
 
-def test_burn_projection_and_run_out_date_follow_what_runs_now(member, team, quota):
+def test_burn_projection_and_run_out_date_follow_what_runs_now(member, team, quota, mid_month):
     now = timezone.now()
     bounded = run(member, team, "busy", 2)
     TrainingRun.objects.filter(pk=bounded.pk).update(state="running")
@@ -208,7 +208,8 @@ def test_the_dashboard_shows_the_alert_banner_and_the_forecast(client, member, t
 
 
 def test_a_spent_budget_with_the_stop_policy_stops_running_work(member, team, quota, ep_quota, fake_backend,
-                                                                django_capture_on_commit_callbacks, published):
+                                                                django_capture_on_commit_callbacks, published,
+                                                                mid_month):
     now = timezone.now()
     running = run(member, team, "busy", 2)
     endpoint = create_endpoint(member, team, {"name": "chat", "image": "registry.example.com/s/vllm:1",
