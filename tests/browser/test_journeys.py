@@ -162,6 +162,7 @@ CHART_AND_TABLE = """(chartId) => {
 }"""
 
 
+@pytest.mark.usefixtures("mid_month")  # before the demo: a month's first day has none of its history
 def test_a_member_reads_the_usage_charts_and_picks_another_month(live_server, browser):
     log_in(browser, live_server.url, "alice")
     browser.goto(f"{live_server.url}/usage/")
@@ -192,6 +193,7 @@ def test_a_member_reads_the_usage_charts_and_picks_another_month(live_server, br
     assert browser.locator("#burn-chart polyline.series.projected").count() == 0  # a month that is over
 
 
+@pytest.mark.usefixtures("mid_month")  # before the demo: a month's first day has none of its history
 def test_the_platform_admin_reads_the_showback_page(live_server, browser):
     browser.goto(f"{live_server.url}/admin/login/")
     browser.fill("#id_username", "admin")
