@@ -26,7 +26,9 @@ from workspaces.models import Workspace
 
 PASSWORD = "pw-Slipway-123"
 
-pytestmark = [*BROWSER_MARKS, pytest.mark.browser_page(viewport=LAPTOP)]
+# PostgreSQL: the workspace proxy is a process of its own that reads the test's database, which a SQLite test
+# database is not shared with (tests/workspaces/test_proxy.py is marked so too); CI runs it on PostgreSQL.
+pytestmark = [*BROWSER_MARKS, pytest.mark.postgres, pytest.mark.browser_page(viewport=LAPTOP)]
 
 
 @pytest.fixture
