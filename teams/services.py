@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
-from functools import lru_cache
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -22,6 +21,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.networks import address_in
 from core.writes import Write, insert_of
 from teams.models import ApiToken, AuditEvent, Membership, Role, Team, audit_actions, hash_token
 from teams.permissions import require_team
@@ -267,24 +267,14 @@ def client_ip(request) -> str | None:
         if proxies > 0 and len(hops) >= proxies:
             return _valid_ip(hops[-proxies])
         return remote
-    networks = _networks(tuple(proxies))
-    if remote is None or not _is_trusted(remote, networks):
+    networks = tuple(proxies)
+    if remote is None or not address_in(remote, networks):
         return remote
     for hop in reversed(hops):
         address = _valid_ip(hop)
-        if address is None or not _is_trusted(address, networks):
+        if address is None or not address_in(address, networks):
             return address  # garbage where a proxy wrote the client: unknown
     return _valid_ip(hops[0]) if hops else remote
-
-
-@lru_cache(maxsize=8)
-def _networks(proxies: tuple[str, ...]) -> tuple:
-    return tuple(ipaddress.ip_network(proxy, strict=False) for proxy in proxies)
-
-
-def _is_trusted(address: str, networks: tuple) -> bool:
-    ip = ipaddress.ip_address(address)
-    return any(ip.version == network.version and ip in network for network in networks)
 
 
 def _valid_ip(text: str) -> str | None:
