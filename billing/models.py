@@ -368,6 +368,9 @@ class PreemptionEvent(models.Model):
     class Cause(models.TextChoices):
         RECLAIM = "reclaim", "Quota reclaimed by its cohort's lender"
         SPOT = "spot", "Spot capacity reclaimed by the provider"
+        #: An on-demand node drained or lost under a run the cluster cannot restart in place (a TrainJob's
+        #: set fails at once on a disrupted pod): it goes back to the queue as a spot run does.
+        DISRUPTION = "disruption", "Its on-demand node drained or lost"
         WITHIN_TEAM = "within_team", "Its team's high-priority work (within-team priority)"
         RESERVATION = "reservation", "A reserved window took back its units"
 
@@ -399,11 +402,21 @@ class PreemptionEvent(models.Model):
         return f"{self.ref} preempted at {format_when(self.at)}: {self.units}\u00d7 {self.flavor.name}"
 
     @property
+    def interruption(self) -> bool:
+        """Whether the cluster took it (:data:`INTERRUPTIONS`), not a team: no grace, no team to name."""
+        return self.cause in INTERRUPTIONS
+
+    @property
     def final_when_written(self) -> bool:
         """Whether its lost-work figures are final as the row is written: no grace (a spot interruption's
         pods go at once, an endpoint's burst loses no work). With a grace, a checkpoint written on the
         notice may lower them once the pods are gone (``workloads.cycle.preemption.settle_lost_work``)."""
         return self.grace_seconds == 0
+
+
+#: The causes no team is behind: the cluster took the node (a spot reclaim, an on-demand node drained or lost).
+#: Such work is "interrupted", not "preempted"; its pods go at once, with no grace to checkpoint in.
+INTERRUPTIONS = frozenset({PreemptionEvent.Cause.SPOT, PreemptionEvent.Cause.DISRUPTION})
 
 
 class ReservedWindow(models.Model):

@@ -18,7 +18,6 @@ from django.db.models import Q
 from django.utils.text import capfirst
 
 from billing.ledger import RefLabel
-from billing.models import PreemptionEvent
 from core.formatting import format_money, format_rate, format_when
 from notifications import vocabulary
 from notifications.constants import EventKind
@@ -67,13 +66,9 @@ def workload_moved(model: type, workload, state: str, reason: str, at: datetime)
                   owner=workload.created_by_id)
 
 
-#: What a preemption did, by its cause (the code, never the reason's words), for the title.
-PREEMPTION_VERBS = {PreemptionEvent.Cause.RECLAIM: "preempted", PreemptionEvent.Cause.WITHIN_TEAM: "preempted",
-                    PreemptionEvent.Cause.RESERVATION: "preempted", PreemptionEvent.Cause.SPOT: "interrupted"}
-
-
 def preempted(event) -> str:
-    """A :class:`billing.models.PreemptionEvent` just written (a reclaim, or a spot interruption).
+    """A :class:`billing.models.PreemptionEvent` just written (a reclaim, or an interruption: the title's verb is
+    its cause's, :attr:`~billing.models.PreemptionEvent.interruption`, never the reason's words).
 
     Its ``reason`` says what happened and why as the rest of a sentence about the workload
     ("preempted: team vision reclaimed 4× a100-80gb of its quota; …",
@@ -81,7 +76,7 @@ def preempted(event) -> str:
     it: the verb is said once, never "preempted: preempted".
     """
     label = labels([event.ref]).get(event.ref) or RefLabel(event.ref, team=event.team.slug)
-    title = f"{named(label)} {PREEMPTION_VERBS.get(event.cause, 'preempted')}"
+    title = f"{named(label)} {'interrupted' if event.interruption else 'preempted'}"
     return record(EventKind.PREEMPTED, event.team, f"{EventKind.PREEMPTED}:{event.pk}", title,
                   f"{named(label)} {event.reason}", ref=event.ref, reason=event.reason, cause=event.cause,
                   name=label.name, units=event.units, at=event.at.isoformat())

@@ -34,7 +34,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from billing.ledger import cost_per_hour, open_segment_cost
-from billing.models import PreemptionEvent, QuotaHold, flavor_price
+from billing.models import INTERRUPTIONS, PreemptionEvent, QuotaHold, flavor_price
 from billing.pricing import PriceBook, Quote
 from cluster.backends.base import ClusterAddress
 from teams.permissions import visible_to
@@ -666,8 +666,8 @@ class Attempt(models.Model):
 
     @property
     def ended_words(self) -> str:
-        """"preempted", "interrupted" (its spot node reclaimed), "cluster lost"."""
-        if self.cause == PreemptionEvent.Cause.SPOT:
+        """"preempted", "interrupted" (the cluster took its node: a spot reclaim, a drain), "cluster lost"."""
+        if self.cause in INTERRUPTIONS:
             return INTERRUPTED
         return ATTEMPT_ENDS.get(self.end_reason_code, "queued again")
 

@@ -14,6 +14,8 @@ import pytest
 from django.utils import timezone
 
 from billing.models import PreemptionEvent
+from cluster.training import TRAINJOB
+from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
@@ -21,6 +23,7 @@ from quotas.models import QueuedRequest
 from tests.jobs.conftest import run_payload
 from tests.jobs.test_reconcile import NS, applied, iso
 from workloads.cycle import reconcile as rec
+from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +124,41 @@ def test_a_checkpoint_the_run_printed_to_its_log_is_where_it_resumes_after_an_in
     job = fake_backend.main_object(NS, run.object_name)
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert (env["SLIPWAY_ATTEMPT"], env["SLIPWAY_RESUME_FROM"]) == ("2", "/slipway/checkpoints/step-200")
+
+
+def test_an_on_demand_trainjobs_drained_node_is_an_interruption_not_a_spot_reclaim(
+        fake_backend, member, team, quota, published, api_client_for, client):
+    """A TrainJob's set fails at once on a disrupted pod (Slipway's runtimes), so an on-demand run goes back to the
+    queue too; but no provider reclaimed spot capacity: its log, reason, attempt and notice say its node was drained
+    or lost (cause ``disruption``), never "spot capacity reclaimed"."""
+    Cluster.objects.create(name="default", training_api=TRAINJOB,
+                           training_runtimes=[{"name": "slipway-pytorch", "framework": "pytorch"}])
+    api = api_client_for(member)
+    created = api.post("/api/v1/runs/", {
+        "team": team.slug, "name": "ddp", "image": "registry.example.com/t:1", "command": ["python", "train.py"],
+        "flavor": "a100-80gb", "gpus_per_worker": 1, "workers": 2}, format="json")
+    assert created.status_code == 201, created.json()
+    run = TrainingRun.objects.get(pk=created.json()["id"])
+    assert apply_workload("run", run.pk) == "applied"
+    assert fake_backend.main_object(NS, run.object_name)["kind"] == "TrainJob"
+    t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=12)
+    fake_backend.set_running(NS, run.object_name, units=2, started=iso(t0))
+    rec.reconcile(fake_backend, now=t0 + timedelta(minutes=2))
+
+    disrupt(fake_backend, run, "EvictionByEvictionAPI")
+    assert rec.reconcile(fake_backend).preempted == [run.ref]
+    run.refresh_from_db()
+    assert run.reason == "interrupted: its node drained or lost; its pods are stopping"
+    event = PreemptionEvent.objects.get(ref=run.ref)
+    assert (event.cause, event.by_team, event.grace_seconds) == ("disruption", None, 0)
+    assert event.reason.startswith("interrupted: its node drained or lost (EvictionByEvictionAPI); 12 min of work")
+    assert "spot" not in event.reason
+    assert rec.reconcile(fake_backend).requeued == [run.ref]
+
+    client.force_login(member)
+    [log] = client.get(f"/api/v1/runs/{run.pk}/preemptions/").json()
+    assert (log["cause"], log["by_team"]) == ("disruption", None)
+    [first] = client.get(f"/api/v1/runs/{run.pk}/attempts/").json()
+    assert first["ended"] == "interrupted"
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Its on-demand node drained or lost" in page and "Spot capacity reclaimed" not in page

@@ -132,7 +132,8 @@ def test_it_counts_preemptions_by_cause(client, flavors):
                                        reason="preempted")
     samples = scrape(client)
     assert {cause: value(samples, "slipway_preemptions_total", cause=cause)
-            for cause in PreemptionEvent.Cause.values} == {"spot": 2, "reclaim": 1, "within_team": 0, "reservation": 0}
+            for cause in PreemptionEvent.Cause.values} == {"spot": 2, "reclaim": 1, "within_team": 0, "reservation": 0,
+                                                            "disruption": 0}
 
 
 @pytest.mark.parametrize("teams", [1, 4])

@@ -41,7 +41,7 @@ from django.db.models import F
 
 import fleet.services as fleet
 from billing.ledger import interval_cost, interval_gpu_hours
-from billing.models import PreemptionEvent, QuotaHold
+from billing.models import INTERRUPTIONS, PreemptionEvent, QuotaHold
 from cluster.backends.base import NOTICE_ANNOTATION, ObservedWorkload
 from cluster.errors import ClusterError
 from core.priority import Priority
@@ -259,8 +259,8 @@ def settle_lost_work(kind: WorkloadKind, workload, now: datetime) -> None:
 def _lower_lost_work(kind: WorkloadKind, workload, event: PreemptionEvent, now: datetime) -> None:
     """:func:`settle_lost_work`'s figures: what a checkpoint written during the grace saved."""
     checkpoint = Checkpoints.of(kind).last_checkpoint_at(workload)
-    # A spot interruption has no grace to save in (its pods go at once), and burst loses no work.
-    if event.cause == PreemptionEvent.Cause.SPOT or checkpoint is None or checkpoint > now or isinstance(kind, Bursts):
+    # An interruption has no grace to save in (its pods go at once), and burst loses no work.
+    if event.cause in INTERRUPTIONS or checkpoint is None or checkpoint > now or isinstance(kind, Bursts):
         return
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, event.units, event.at)
     if gpu_hours >= event.lost_gpu_hours:
@@ -303,10 +303,21 @@ def preempted_reason(within_team: bool, by_team: str, claimant: str, units: int,
     return f"preempted: {what}; {lost}"
 
 
-def interrupted_reason(disrupted: str, lost: str) -> str:
-    """A spot interruption's words ("interrupted: spot capacity reclaimed (DeletionByPodGC); 12 min of
-    work since its start lost"): like :func:`preempted_reason`, the rest of a sentence about the workload."""
-    return f"interrupted: spot capacity reclaimed ({disrupted}); {lost}"
+#: What took an interrupted workload's node, by its cause (:data:`billing.models.INTERRUPTIONS`).
+INTERRUPTED_BY = {PreemptionEvent.Cause.SPOT: "spot capacity reclaimed",
+                  PreemptionEvent.Cause.DISRUPTION: "its node drained or lost"}
+
+
+def interruption_cause(workload) -> str:
+    """A spot workload's node is the provider's to reclaim; an on-demand one's was drained or lost."""
+    return PreemptionEvent.Cause.SPOT if workload.spot else PreemptionEvent.Cause.DISRUPTION
+
+
+def interrupted_reason(cause: str, disrupted: str, lost: str) -> str:
+    """An interruption's words ("interrupted: spot capacity reclaimed (DeletionByPodGC); 12 min of work since
+    its start lost", or "interrupted: its node drained or lost (EvictionByEvictionAPI); …" for an on-demand
+    node): like :func:`preempted_reason`, the rest of a sentence about the workload."""
+    return f"interrupted: {INTERRUPTED_BY[cause]} ({disrupted}); {lost}"
 
 
 def preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, within_team: bool = False,
@@ -386,10 +397,11 @@ def _notify(backend, workload, deadline: datetime) -> None:
 
 
 def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> bool:
-    """A spot run whose node the provider reclaimed (``status.disrupted``): logged like a
-    preemption (no team took it: ``by_team`` empty, cause ``spot``), its objects deleted at
-    once (the node is gone), and queued again once they are — :func:`follow`. Not counted in
-    ``preemptions`` (no team took anything). False when something else moved it first.
+    """A workload whose node the cluster took (``status.disrupted``: a spot node reclaimed by the provider, cause
+    ``spot``; an on-demand node drained or lost under work its kind requeues, cause ``disruption``): logged like a
+    preemption (no team took it: ``by_team`` empty), its objects deleted at once (the node is gone), and queued
+    again once they are — :func:`follow`. Not counted in ``preemptions`` (no team took anything). False when
+    something else moved it first.
 
     A checkpoint it printed to its log and never reported is read first, as a reclaim reads it
     (:meth:`workloads.registry.Checkpoints.refresh_checkpoint`), while what is left of its pods still
@@ -397,14 +409,15 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
     Checkpoints.of(kind).refresh_checkpoint(workload)
     units = workload.placement_shape[0]
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, units, now)
-    reason = interrupted_reason(status.disrupted, lost_words(since, now, checkpointed))
+    cause = interruption_cause(workload)
+    reason = interrupted_reason(cause, status.disrupted, lost_words(since, now, checkpointed))
     live = kind.model.objects.filter(pk=workload.pk, state__in=kind.model.HOLDING_STATES, preempting_since__isnull=True)
     with transaction.atomic():
         if not live.update(preempting_since=now, reason_code=ReasonCode.PREEMPTING,
-                           reason="interrupted: spot capacity reclaimed; its pods are stopping"):
+                           reason=f"interrupted: {INTERRUPTED_BY[cause]}; its pods are stopping"):
             return False
         event = PreemptionEvent.objects.create(
-            ref=workload.ref, team=workload.team, by_team=None, cause=PreemptionEvent.Cause.SPOT,
+            ref=workload.ref, team=workload.team, by_team=None, cause=cause,
             user_id=workload.created_by_id, flavor=workload.flavor, units=units, reason=reason[:500],
             grace_seconds=0, lost_gpu_hours=gpu_hours, lost_cost=cost, currency=settings.SLIPWAY_CURRENCY, at=now)
         _told_if_final(event)
