@@ -280,6 +280,31 @@ def roll_back(endpoint: InferenceEndpoint, verdict: dict, words: str, now: datet
     return rev
 
 
+def end_with_endpoint(endpoint: InferenceEndpoint, verdict: dict, now: datetime) -> None:
+    """The endpoint ended (deleted, failed): its candidate ends with it, in the end's transaction.
+
+    A candidate is taken out as a rollback takes it (``rolled_back``, weight 0, ``verdict`` saying it went with
+    its endpoint), and a promoted one still rolling out holds its replicas no more. Its units went with the
+    endpoint's hold and its objects go with the endpoint's (they carry its workload label), so nothing is
+    released or deleted here, and no rollback event is told: nobody's rollout was undone under them. Left
+    ``canary``, it was never judged again (the rule judges running endpoints only) and showed as live for ever.
+    """
+    ended = EndpointRevision.objects.filter(endpoint_id=endpoint.pk, state=RevisionState.CANARY).update(
+        state=RevisionState.ROLLED_BACK, weight=0, replicas=0, verdict=verdict, ended_at=now, reason="")
+    if ended:
+        EndpointRevision.objects.filter(endpoint_id=endpoint.pk, state=RevisionState.STABLE).update(weight=100)
+    EndpointRevision.objects.filter(endpoint_id=endpoint.pk, state=RevisionState.ROLLING, replicas__gt=0).update(
+        replicas=0)
+
+
+def on_endpoint_moved(sender, workload: InferenceEndpoint, state: str, reason: str, at: datetime, **kwargs) -> None:
+    """``workloads.events.workload_moved`` of an endpoint: failed (the cycle saw it so, an apply the cluster
+    refused), its candidate ends with it as with a delete (:func:`end_with_endpoint`; a delete calls it itself:
+    a user's end sends no signal)."""
+    if state in InferenceEndpoint.FINAL_STATES:
+        end_with_endpoint(workload, {"at": at.isoformat(), "ended": state}, at)
+
+
 def _release(endpoint: InferenceEndpoint, now: datetime) -> None:
     """Give the candidate's units back (the caller holds the team's lock and has zeroed its replicas) and
     have its objects deleted after commit; its pods are billed no more. The hold keeps the ceiling its

@@ -342,6 +342,9 @@ def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
         if not workloads.end_by_user(endpoint, Message.DELETED_BY.format(user=user.username)):
             endpoint.refresh_from_db()
             raise EndpointConflict(f"The endpoint is already {endpoint.state}.")
+        now = timezone.now()
+        revisions.end_with_endpoint(endpoint, {"by": user.username, "at": now.isoformat(),
+                                               "ended": EndpointState.DELETED}, now)
         audit(AUDIT_DELETED, actor=user, team=endpoint.team,
               target=f"endpoint {endpoint.pk} ({endpoint.name})")
     endpoint.refresh_from_db()

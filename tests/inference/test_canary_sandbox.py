@@ -141,3 +141,27 @@ def test_a_rollback_then_a_new_canary_keeps_the_new_ones_objects_whatever_order_
     assert canary_image() == "registry.example.com/serving/vllm:0.8"
     assert EndpointRevision.objects.get(endpoint_id=created.pk, number=3).state == "canary"
     assert QuotaHold.objects.held().get(ref=created.ref).units == 2
+
+
+def test_an_endpoint_deleted_with_its_canary_live_ends_it_too_and_leaves_nothing_on_the_cluster(
+        cluster, member, team, ep_quota):
+    created = services.create_endpoint(member, team, {
+        "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
+        "min_replicas": 1, "max_replicas": 1, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+    name = created.object_name
+    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY)
+    services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.7",
+                                                            "rollout": "canary", "weight": 20})
+    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+    assert QuotaHold.objects.held().get(ref=created.ref).units == 2
+
+    services.delete_endpoint(member, endpoint(created.pk))
+    until(cluster, lambda: endpoint(created.pk).state == EndpointState.DELETED)
+    assert not SimObject.objects.filter(name__startswith=name).exists()
+    assert live_pods(name) == []
+    assert not QuotaHold.objects.held().filter(ref=created.ref).exists()
+    # The candidate ended with its endpoint: taken out, holding nothing, serving nothing.
+    assert list(EndpointRevision.objects.filter(endpoint_id=created.pk).order_by("number").values_list(
+        "number", "state", "weight", "replicas")) == [(1, "stable", 100, 0), (2, "rolled_back", 0, 0)]
+    assert EndpointRevision.objects.get(endpoint_id=created.pk, number=2).ended_at is not None
+    assert revisions.held_replicas(endpoint(created.pk)) == 0

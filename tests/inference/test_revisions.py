@@ -186,6 +186,37 @@ def test_a_cycle_with_a_stale_row_moves_nothing_of_an_endpoint_deleted_meanwhile
     assert not QuotaHold.objects.held().filter(ref=ep.ref).exists()
 
 
+def test_a_delete_ends_the_live_candidate_with_its_endpoint(endpoint, candidate, member):
+    assert reserved(endpoint) == 2
+    services.delete_endpoint(member, fresh(endpoint))
+    assert states(endpoint) == [(1, "stable", 100), (2, "rolled_back", 0)]
+    rev = EndpointRevision.objects.get(pk=candidate.pk)
+    assert (rev.replicas, rev.verdict["by"], rev.verdict["ended"]) == (0, member.username, "deleted")
+    assert rev.ended_at is not None
+    assert not QuotaHold.objects.held().filter(ref=endpoint.ref).exists()
+    assert revisions.held_replicas(endpoint) == 0 and revisions.canary_spec(fresh(endpoint)) is None
+    assert canary.evaluate_all(T0) == {} and not Event.objects.exists()  # no rollback event: nothing judged
+
+
+def test_a_delete_mid_promotion_and_a_failure_end_the_candidates_replicas_too(member, team, ep_quota, published,
+                                                                            fake_backend):
+    from workloads import lifecycle
+    from workloads.models import ReasonCode
+
+    promoted = services.create_endpoint(member, team, endpoint_payload(name="promoted"))
+    services.update_endpoint(member, promoted, {"image": "serve:2", "rollout": "canary", "weight": 20})
+    services.promote_endpoint(member, fresh(promoted))
+    services.delete_endpoint(member, fresh(promoted))
+    assert list(EndpointRevision.objects.filter(endpoint=promoted).order_by("number").values_list(
+        "state", "replicas")) == [("retired", 0), ("rolling", 0)]  # its replica's units went with the hold
+
+    failed = services.create_endpoint(member, team, endpoint_payload(name="failed"))
+    services.update_endpoint(member, failed, {"image": "serve:2", "rollout": "canary", "weight": 20})
+    assert lifecycle.fail(fresh(failed), "CrashLoopBackOff", ReasonCode.CLUSTER)
+    assert states(failed) == [(1, "stable", 100), (2, "rolled_back", 0)]
+    assert EndpointRevision.objects.get(endpoint=failed, number=2).verdict["ended"] == "failed"
+
+
 def test_a_replace_over_a_promoted_rollout_gives_the_candidates_units_back_at_once(
         endpoint, member, published, django_capture_on_commit_callbacks):
     """Promoted, the candidate keeps its replica until its rollout is done; a replace before then (say back to
@@ -463,3 +494,4 @@ def test_the_task_reads_every_candidate_with_three_queries(member, team, flavors
     canary.evaluate_all(T0 + timedelta(seconds=5))  # the counters move once (two good windows)
     with django_assert_num_queries(3):  # the candidates, their stable revisions, their rows
         assert set(canary.evaluate_all(T0 + timedelta(seconds=5)).values()) == {"kept"}
+
