@@ -237,11 +237,15 @@ def admit_candidate(endpoint: InferenceEndpoint, revision: EndpointRevision) -> 
 
 def promote(user, endpoint: InferenceEndpoint, verdict: dict, now: datetime | None = None) -> EndpointRevision:
     """Promote the candidate: the stable Deployment takes its spec and rolls; it becomes ``rolling`` at
-    weight 100 and the old stable ``retired``. Raises :class:`RolloutConflict` when there is no candidate."""
+    weight 100 and the old stable ``retired``. Raises :class:`RolloutConflict` when there is no candidate, and
+    when the endpoint ended: its row is read under the team's lock, which a delete takes too, so a promote that
+    read the endpoint before a delete landed never gives a deleted endpoint a new spec and a rolling revision."""
     now = now or timezone.now()
     with transaction.atomic():
         lock_team(endpoint.team)
         current = InferenceEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        if current.state not in InferenceEndpoint.ACTIVE_STATES:
+            raise RolloutConflict(f"The endpoint is {current.state}; it can no longer be changed.")
         rev = candidate(current)
         if rev is None:
             raise RolloutConflict("There is no canary revision to promote.")

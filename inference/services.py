@@ -356,8 +356,6 @@ def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
 def promote_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
     """Promote the endpoint's candidate by hand (:func:`inference.revisions.promote`); 409 without one."""
     require_team(user, endpoint.team, Role.MEMBER)
-    if endpoint.state not in ACTIVE_STATES:
-        raise EndpointConflict(f"The endpoint is {endpoint.state}; it can no longer be changed.")
     with transaction.atomic():
         try:
             rev = revisions.promote(user, endpoint, {"by": user.username, "at": timezone.now().isoformat()})

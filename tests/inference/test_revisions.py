@@ -495,3 +495,57 @@ def test_the_task_reads_every_candidate_with_three_queries(member, team, flavors
     with django_assert_num_queries(3):  # the candidates, their stable revisions, their rows
         assert set(canary.evaluate_all(T0 + timedelta(seconds=5)).values()) == {"kept"}
 
+
+# -- promote and delete at once -------------------------------------------------------------------------
+
+
+@pytest.mark.postgres  # PostgreSQL's statements and locks
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first", ["delete", "promote"])
+def test_a_promote_and_a_delete_at_once_leave_a_deleted_endpoint_with_nothing_held(member, team, ep_quota, published,
+                                                                                  fake_backend, first):
+    """Both requests read the endpoint running with its candidate; the team's lock orders them. The delete first:
+    the promote is a 409 (it gave the deleted endpoint the candidate's spec, a rolling revision holding its replica,
+    and an apply). The promote first: the delete ends its rolling candidate's replicas with the endpoint."""
+    endpoint = services.create_endpoint(member, team, endpoint_payload(min_replicas=1, max_replicas=1))
+    services.update_endpoint(member, endpoint, {"image": "serve:2", "rollout": "canary", "weight": 20})
+    copy = fresh(endpoint)  # what both requests read
+    old_image = copy.image
+    pause = {"delete": 'UPDATE "workloads_workload" SET "state"',
+             "promote": 'UPDATE "inference_endpointrevision" SET "state"'}[first]
+    acts = {"delete": lambda: services.delete_endpoint(member, copy),
+            "promote": lambda: services.promote_endpoint(member, copy)}
+    second = "promote" if first == "delete" else "delete"
+    applies = published.count(("workloads.tasks.apply_workload", ("ep", endpoint.pk)))
+
+    inside, go = threading.Event(), threading.Event()
+    errors: list[Exception] = []
+
+    def held():
+        with paused_after(pause, inside, go):
+            acts[first]()
+
+    one = in_thread(held, errors)
+    assert inside.wait(10)
+    try:
+        other = in_thread(acts[second], errors)
+        assert '"portal_team"' in wait_until_lock_waiter(other).query  # it waits for the team's lock
+    finally:
+        go.set()
+    one.join(30)
+    other.join(30)
+
+    ep = fresh(endpoint)
+    assert ep.state == "deleting"
+    assert not QuotaHold.objects.held().filter(ref=ep.ref).exists()
+    assert revisions.held_replicas(ep) == 0
+    if first == "delete":
+        assert [type(e) for e in errors] == [services.EndpointConflict]
+        assert "deleting" in str(errors[0])
+        assert ep.image == old_image  # no new spec for a deleted endpoint
+        assert states(ep) == [(1, "stable", 100), (2, "rolled_back", 0)]
+        assert published.count(("workloads.tasks.apply_workload", ("ep", ep.pk))) == applies  # nor an apply
+    else:
+        assert errors == []
+        assert ep.image == "serve:2"
+        assert states(ep) == [(1, "retired", 0), (2, "rolling", 100)]
