@@ -189,7 +189,12 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
     if ceiling > base and status.desired_replicas < ceiling:
         since = endpoint.demand_below_ceiling_since
         if since is None:
-            InferenceEndpoint.objects.filter(pk=endpoint.pk).update(demand_below_ceiling_since=now)
+            # The clock starts on the row the cycle read: a move of the ceiling or the sizes since (a PATCH of the
+            # sizes restarts it) is about a ceiling this observation did not see, and keeps its None.
+            InferenceEndpoint.objects.filter(
+                pk=endpoint.pk, demand_below_ceiling_since__isnull=True, replica_ceiling=endpoint.replica_ceiling,
+                min_replicas=endpoint.min_replicas, max_replicas=endpoint.max_replicas,
+            ).update(demand_below_ceiling_since=now)
             return False
         if now - since >= timedelta(seconds=endpoint.scale_down_delay_seconds):
             wanted = max(base, status.desired_replicas)
@@ -197,7 +202,9 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
                                f"demand stayed at {count_of(status.desired_replicas, 'replica')} for "
                                f"{endpoint.scale_down_delay_seconds} s")
     elif endpoint.demand_below_ceiling_since is not None:
-        InferenceEndpoint.objects.filter(pk=endpoint.pk).update(demand_below_ceiling_since=None)
+        InferenceEndpoint.objects.filter(
+            pk=endpoint.pk, demand_below_ceiling_since=endpoint.demand_below_ceiling_since,
+        ).update(demand_below_ceiling_since=None)
     return False
 
 

@@ -145,6 +145,25 @@ def test_a_cycle_with_a_stale_row_moves_nothing_of_an_endpoint_deleted_meanwhile
     assert endpoint.scaling_events.count() == events
 
 
+def test_a_cycle_with_a_stale_row_starts_no_scale_down_clock_over_a_patch_that_restarted_it(create, member):
+    """A PATCH of the sizes moves the ceiling and restarts the scale-down clock (None): the cycle's observation, of
+    the ceiling before it, started it again at its own instant (it wrote unconditionally), for the new ceiling."""
+    endpoint = ready(create(min_replicas=2, max_replicas=4, scale_down_delay_seconds=300))
+    now = timezone.now()
+    scaling.follow(endpoint, wants(2, 3, limited=True), now)  # burst: ceiling 3
+    stale = ready(endpoint)  # what the cycle read: min 2, ceiling 3, no clock
+    services.update_endpoint(member, ready(endpoint), {"min_replicas": 1})  # ceiling 2, the clock restarted
+    assert (ready(endpoint).ceiling, ready(endpoint).demand_below_ceiling_since) == (2, None)
+    scaling.follow(stale, wants(3, 1, limited=False), now)  # 1 wanted, below the ceiling it read
+    assert ready(endpoint).demand_below_ceiling_since is None
+    # The next observation, of the ceiling now, starts it; and clears it as it did.
+    later = now + timedelta(seconds=5)
+    scaling.follow(ready(endpoint), wants(2, 1, limited=False), later)
+    assert ready(endpoint).demand_below_ceiling_since == later
+    scaling.follow(ready(endpoint), wants(2, 2, limited=False), later + timedelta(seconds=5))
+    assert ready(endpoint).demand_below_ceiling_since is None
+
+
 def test_the_ceiling_comes_down_after_the_scale_down_delay(create):
     endpoint = ready(create(min_replicas=1, max_replicas=4, scale_down_delay_seconds=300))
     now = timezone.now()
