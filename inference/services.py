@@ -210,6 +210,13 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
     as ``rollout`` says: ``replace`` (the Deployment rolls) or ``canary`` at a ``weight`` (the endpoint keeps
     its spec; the candidate runs beside it).
     """
+    return _update(user, endpoint, data)[0]
+
+
+def _update(user, endpoint: InferenceEndpoint, data: dict) -> tuple[InferenceEndpoint, EndpointRevision | None]:
+    """:func:`update_endpoint`, and the revision this change made (None: it made none), as it was made in
+    the change's transaction: a rollout answers with its own revision, not whichever is newest once it
+    committed (another rollout's, made a moment after)."""
     require_team(user, endpoint.team, Role.MEMBER)
     changes = parse_endpoint_request(data, partial=True, namespace=endpoint.team.namespace)
     rollout = {name: changes.pop(name) for name in ROLLOUT_FIELDS if name in changes}
@@ -269,7 +276,7 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
         if current.state != EndpointState.QUEUED:
             # A new image or secret env rolls (the pod template changes); sizes reach the ScaledObject.
             workloads.enqueue_apply(current.identity)
-    return current
+    return current, revision
 
 
 def _env_clashes(changes: dict, current: InferenceEndpoint) -> dict[str, list[str]]:
@@ -404,16 +411,13 @@ def rollout_endpoint(user, endpoint: InferenceEndpoint, data) -> EndpointRevisio
         raise ValidationError({"non_field_errors": ["A rollout needs a new image, command, args or env."]})
     patch = {name: data[name] for name in ROLLOUT_REQUEST_FIELDS if name in data and name != "strategy"}
     patch["rollout"] = data.get("strategy") or Rollout.REPLACE
-    before = EndpointRevision.objects.filter(endpoint_id=endpoint.pk).order_by("-number").values_list(
-        "number", flat=True).first() or 0
     try:
-        update_endpoint(user, endpoint, patch)
+        _endpoint, revision = _update(user, endpoint, patch)
     except ValidationError as exc:
         errors = exc.message_dict
         if "rollout" in errors:
             errors["strategy"] = errors.pop("rollout")
         raise ValidationError(errors) from None
-    revision = EndpointRevision.objects.filter(endpoint_id=endpoint.pk, number__gt=before).order_by("-number").first()
     if revision is None:
         raise ValidationError({"non_field_errors": ["Nothing changes: the image, command, args and env are the "
                                                     "endpoint's already."]})

@@ -549,3 +549,48 @@ def test_a_promote_and_a_delete_at_once_leave_a_deleted_endpoint_with_nothing_he
         assert errors == []
         assert ep.image == "serve:2"
         assert states(ep) == [(1, "retired", 0), (2, "rolling", 100)]
+
+
+# -- two rollouts at once -------------------------------------------------------------------------------
+
+
+@pytest.mark.postgres  # two connections, each request's transaction its own
+@pytest.mark.django_db(transaction=True)
+def test_two_rollouts_at_once_each_answer_with_their_own_revision(member, team, ep_quota, published, fake_backend):
+    """The first rollout has committed revision 2; the second makes revision 3 before the first answers. The
+    first answered with the newest revision above the one it saw before (3: the other's)."""
+    from django.db import connection
+
+    endpoint = services.create_endpoint(member, team, endpoint_payload(min_replicas=1, max_replicas=1))
+    copy = fresh(endpoint)
+    inside, go = threading.Event(), threading.Event()
+    answers: dict[str, EndpointRevision] = {}
+    errors: list[Exception] = []
+    made = []
+
+    def wrapper(execute, sql, params, many, context):
+        # Paused before the first statement the first request runs once its transaction committed.
+        if made and not connection.in_atomic_block and not inside.is_set():
+            inside.set()
+            go.wait(10)
+        result = execute(sql, params, many, context)
+        if sql.startswith('INSERT INTO "inference_endpointrevision"'):
+            made.append(sql)
+        return result
+
+    def first():
+        with connection.execute_wrapper(wrapper):
+            answers["first"] = services.rollout_endpoint(member, copy, {"image": "serve:2"})
+
+    one = in_thread(first, errors)
+    while not inside.wait(0.01) and one.is_alive():
+        pass
+    try:
+        answers["second"] = services.rollout_endpoint(member, copy, {"image": "serve:3"})
+    finally:
+        go.set()
+    one.join(30)
+    assert errors == []
+    assert (answers["first"].number, answers["first"].spec["image"]) == (2, "serve:2")
+    assert (answers["second"].number, answers["second"].spec["image"]) == (3, "serve:3")
+    assert states(endpoint) == [(1, "stable", 0), (2, "retired", 0), (3, "rolling", 100)]
