@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from billing.models import QuotaHold
-from inference import revisions, services
+from inference import revisions, routing, services
 from inference.constants import EndpointState
 from inference.models import EndpointRevision, InferenceEndpoint
 from sandbox.models import SimObject, SimPod
@@ -73,6 +73,16 @@ def test_a_canary_runs_beside_the_stable_revision_is_billed_and_goes_when_rolled
     assert QuotaHold.objects.held().get(ref=ep.ref).units == 2
     until(cluster, lambda: endpoint(created.pk).open_units == 2)
     assert endpoint(created.pk).state == EndpointState.READY
+    # Nothing routes to the rolled-back revision: the rendered objects have no candidate and the Service selects
+    # no candidate's pods; the route table sends everything to the stable revision's two replicas.
+    rendered = kind_of(ep).manifests(endpoint(created.pk))
+    assert not [m for m in rendered if m["metadata"]["name"].endswith("-canary")]
+    selector = SimObject.objects.get(resource_kind="Service", name=name).manifest["spec"]["selector"].items()
+    selected = {pod.owner.name for pod in SimPod.objects.filter(phase="Running").select_related("owner")
+                if selector <= pod.owner.manifest["spec"]["template"]["metadata"]["labels"].items()}
+    assert selected == {name}
+    route = routing.routes()[(team.slug, "chat")]
+    assert [(t.revision, t.weight) for t in route.targets] == [(1, 100)]
 
     # A replace rolls the one Deployment; the revision is stable once the sandbox shows it rolled out.
     services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.8"})
