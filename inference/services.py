@@ -213,10 +213,15 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
     return _update(user, endpoint, data)[0]
 
 
-def _update(user, endpoint: InferenceEndpoint, data: dict) -> tuple[InferenceEndpoint, EndpointRevision | None]:
+NOTHING_CHANGES = "Nothing changes: the image, command, args and env are the endpoint's already."
+
+
+def _update(user, endpoint: InferenceEndpoint, data: dict,
+            new_revision: bool = False) -> tuple[InferenceEndpoint, EndpointRevision | None]:
     """:func:`update_endpoint`, and the revision this change made (None: it made none), as it was made in
     the change's transaction: a rollout answers with its own revision, not whichever is newest once it
-    committed (another rollout's, made a moment after)."""
+    committed (another rollout's, made a moment after). ``new_revision``: a rollout, refused with nothing
+    written (no audit row, no apply) when the serving fields are the endpoint's already."""
     require_team(user, endpoint.team, Role.MEMBER)
     changes = parse_endpoint_request(data, partial=True, namespace=endpoint.team.namespace)
     rollout = {name: changes.pop(name) for name in ROLLOUT_FIELDS if name in changes}
@@ -227,6 +232,8 @@ def _update(user, endpoint: InferenceEndpoint, data: dict) -> tuple[InferenceEnd
         if current.state not in ACTIVE_STATES:
             raise EndpointConflict(f"The endpoint is {current.state}; it can no longer be changed.")
         serving = revisions.serving_changes(current, changes)
+        if new_revision and not serving:
+            raise ValidationError({"non_field_errors": [NOTHING_CHANGES]})
         if strategy == Rollout.CANARY:
             if not serving:
                 raise ValidationError({"rollout": ["A canary needs a new revision: a change of image, command, "
@@ -412,13 +419,10 @@ def rollout_endpoint(user, endpoint: InferenceEndpoint, data) -> EndpointRevisio
     patch = {name: data[name] for name in ROLLOUT_REQUEST_FIELDS if name in data and name != "strategy"}
     patch["rollout"] = data.get("strategy") or Rollout.REPLACE
     try:
-        _endpoint, revision = _update(user, endpoint, patch)
+        _endpoint, revision = _update(user, endpoint, patch, new_revision=True)
     except ValidationError as exc:
         errors = exc.message_dict
         if "rollout" in errors:
             errors["strategy"] = errors.pop("rollout")
         raise ValidationError(errors) from None
-    if revision is None:
-        raise ValidationError({"non_field_errors": ["Nothing changes: the image, command, args and env are the "
-                                                    "endpoint's already."]})
     return revision

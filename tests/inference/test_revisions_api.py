@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from inference import histogram
 from inference.models import EndpointRevision, TrafficWindow
+from teams.models import AuditEvent
 from tests.inference.conftest import endpoint_payload
 
 pytestmark = pytest.mark.django_db
@@ -95,11 +96,14 @@ def test_a_replace_rollout_is_a_rolling_revision(api, ep):
     ({"args": "--model b"}, "args"),
     (["image", "serve:2"], "non_field_errors"),
 ])
-def test_bad_rollouts_are_400s_with_the_field_and_change_nothing(api, ep, body, field):
+def test_bad_rollouts_are_400s_with_the_field_and_change_nothing(api, ep, published, body, field):
+    audited, applies = AuditEvent.objects.count(), len(published)
     response = api.post(url(ep, "rollout"), body, format="json")
     assert response.status_code == 400, response.content[:300]
     assert field in response.json()["errors"], response.json()
     assert EndpointRevision.objects.filter(endpoint_id=ep).count() == 1
+    # Nothing half-written: no "endpoint changed" audit row, no apply queued for a change refused.
+    assert (AuditEvent.objects.count(), len(published)) == (audited, applies)
     assert api.get(f"/api/v1/endpoints/{ep}/").json()["image"] == "registry.example.com/serving/vllm:0.6"
 
 
