@@ -63,6 +63,9 @@ def test_a_team_may_tighten_every_rule_and_give_a_rule_back_to_the_platform(team
     ({"idle_minutes": 0}, "idle_minutes", "whole number of minutes from 1"),
     ({"idle_minutes": 2.5}, "idle_minutes", "whole number of minutes from 1"),
     ({"idle_minutes": -5}, "idle_minutes", "whole number of minutes from 1"),
+    # An integer past a float's range (math.isfinite of it raised OverflowError: a 500).
+    ({"idle_minutes": 10 ** 400}, "idle_minutes", "whole number of minutes from 1"),
+    ({"memory_pct": 10 ** 400}, "memory_pct", "above 0 and under 100"),
     ({"temp_c": 80}, "temp_c", "Unknown setting"),
 ])
 def test_a_looser_or_nonsense_value_is_refused_with_its_field_and_nothing_is_written(team, team_admin, values, field,
@@ -127,6 +130,15 @@ def test_the_api_refuses_a_looser_or_nonsense_body_with_field_errors_and_writes_
     assert own(team) is None
 
 
+@pytest.mark.parametrize("field", ["idle_minutes", "memory_pct"])
+def test_the_api_refuses_an_integer_past_a_floats_range_with_its_field(api_client_for, team_admin, team, field):
+    body = f'{{"{field}": 1{"0" * 400}}}'  # JSON numbers have no size limit: this one is an int of 401 digits
+    response = api_client_for(team_admin).patch(URL, body, content_type="application/json")
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == [field]
+    assert own(team) is None
+
+
 def test_the_api_is_the_teams_alone(api_client_for, member, outsider, staff, team):
     assert api_client_for(member).patch(URL, {"idle_minutes": 10}, format="json").status_code == 403
     for user in (outsider, staff):  # staff set the platform's defaults, not a team's rules
@@ -159,7 +171,8 @@ def test_an_admin_saves_tighter_rules_on_the_team_page(client, team, team_admin)
 
 
 @pytest.mark.parametrize(("data", "words"), [({"idle_minutes": "45"}, "at most 30 min"),
-                                             ({"memory_pct": "lots"}, "Enter a number")])
+                                             ({"memory_pct": "lots"}, "Enter a number"),
+                                             ({"idle_minutes": "1" + "0" * 400}, "whole number of minutes from 1")])
 def test_the_team_page_refuses_a_looser_or_nonsense_rule_next_to_its_field(client, team, team_admin, data, words):
     client.force_login(team_admin)
     response = client.post("/teams/ml-research/alerts/", data)

@@ -105,7 +105,10 @@ def problems(values: dict[str, object]) -> dict[str, list[str]]:
 
 def _problem(field: Field, value: object) -> str:
     """Why ``value`` cannot be ``field``'s, "" when it can."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    # Only a float can be infinite or NaN: math.isfinite of an int past a float's range raises (it was a 500), and
+    # such an int is then out of every range below.
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+            isinstance(value, float) and not math.isfinite(value)):
         return "Must be a number (or null for the platform's)."
     default = field.default
     if field.minutes:
