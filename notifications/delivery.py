@@ -160,11 +160,15 @@ def _send_webhook(delivery: Delivery) -> tuple[int | None, str]:
     try:
         # To the address judged, not the name again (DNS rebinding); Host and the TLS server name
         # (SNI, and the certificate's check) stay the webhook's host. A redirect is never followed.
+        # The status is the answer: the body is never read (closed unread). The timeout is per read, so a
+        # receiver sending its body a byte at a time held the thread for as long as it liked, past the claim's
+        # lease (and the delivery was sent again), and one sending gigabytes filled the worker's memory.
         with httpx.Client(timeout=settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client:
             request = client.build_request("POST", pinned_url(webhook.url, target), content=raw,
                                            headers={**headers, "Host": urlsplit(webhook.url).netloc},
                                            extensions={"sni_hostname": target.host})
-            response = client.send(request)
+            response = client.send(request, stream=True)
+            response.close()
     except httpx.HTTPError as exc:
         return None, f"{exc.__class__.__name__}: {exc}"
     if 200 <= response.status_code < 300:

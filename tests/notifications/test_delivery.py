@@ -288,6 +288,47 @@ def test_a_webhook_that_never_answers_is_connected_to_once_per_turn(team, team_a
     assert errors[0].startswith("ReadTimeout") and errors[1:] == [delivery.BACKING_OFF] * 4
 
 
+def drip_an_answer(listener: socket.socket, stop: threading.Event, dripped: list[int], size: int) -> None:
+    """A receiver that answers 200 at once, then sends its ``size``-byte body a byte every 50 ms (each byte well within
+    the read timeout), counting the bytes it got out before the client went away."""
+    conn, _ = listener.accept()
+    with conn:
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += conn.recv(65536)
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n".encode())
+        try:
+            while dripped[0] < size and not stop.wait(0.05):
+                conn.sendall(b"x")
+                dripped[0] += 1
+        except OSError:  # the client closed the connection
+            pass
+
+
+def test_a_receiver_dripping_its_answers_body_holds_no_thread_past_its_status(team, team_admin, settings):
+    """The answer is the status: the body is never read. Read to its end, a receiver sending a byte every few seconds
+    (each read within the timeout, which is per read) held a notification thread for as long as it liked — past the
+    claim's lease, after which another worker sent the delivery again — and one sending gigabytes filled its memory."""
+    settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS = 1
+    stop, dripped, size = threading.Event(), [0], 200  # 10 s of body, read to its end
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        create_webhook(team_admin, team, f"http://127.0.0.1:{listener.getsockname()[1]}/hook", ["run_failed"])
+        row = one_delivery(team)
+        receiver = threading.Thread(target=drip_an_answer, args=(listener, stop, dripped, size))
+        receiver.start()
+        try:
+            outcome = delivery.attempt(row.pk)
+        finally:
+            stop.set()
+            receiver.join()
+    assert outcome.result == "sent"
+    row.refresh_from_db()
+    assert (row.status, row.response_code, row.attempts) == (DeliveryStatus.SENT, 200, 1)
+    assert dripped[0] < 20  # the client went away at the status, not after the body's 200 bytes
+
+
 def test_a_target_has_at_most_its_sends_in_flight_and_the_others_wait_unattempted(team, hooked, settings):
     """Before a receiver's first failure is recorded nothing backs it off: the limit of sends in flight per target
     keeps a burst to one that went dead from taking every notification thread. Two sends in flight (as workers
