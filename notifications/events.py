@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils.text import capfirst
 
 from billing.ledger import RefLabel
@@ -22,9 +22,11 @@ from core.formatting import format_money, format_rate, format_when
 from notifications import vocabulary
 from notifications.constants import EventKind
 from notifications.models import Event
+from quotas.models import QueuedRequest
 from reservations import events as reservation_events
 from reservations import services as reservation_services
 from sweeps import services as sweep_services
+from workloads.models import Attempt
 from workloads.registry import Bursts, Pages, kind_of, kinds, label_of, labels
 from workloads.telemetry.alert_rules import AlertKind
 
@@ -98,18 +100,22 @@ def budget_alert(audit_event) -> str:
 def long_waits(now: datetime) -> list[str]:
     """Record an event for every workload queued for longer than ``SLIPWAY_NOTIFY_QUEUED_MINUTES``.
 
-    Once per stay in the queue: the key carries the workload's ``attempt``, which a requeue
-    after a preemption increases, and a stay starts at the preemption (else at submission).
-    Returns the keys written now. Two statements per kind plus one, however many wait.
+    Once per stay in the queue: the key carries the workload's ``attempt``, which a requeue (a
+    preemption, a lost cluster) or a workspace's resume increases, and a stay starts as
+    :func:`_stays_started` says. Returns the keys written now. Two statements per kind plus three,
+    however many wait.
     """
     minutes = settings.SLIPWAY_NOTIFY_QUEUED_MINUTES
     cutoff = now - timedelta(minutes=minutes)
     waiting = []
     for kind in kinds():
+        # Queued since before the cutoff at most (a stay starts no earlier than these): the few left are judged below.
         rows = (kind.model.objects.filter(state=kind.lifecycle.queued)
                 .filter(Q(last_preempted_at__isnull=True, created_at__lte=cutoff) | Q(last_preempted_at__lte=cutoff))
                 .select_related("team"))
         waiting += [(kind, row, f"{EventKind.QUEUE_WAITING}:{row.ref}:{row.attempt}") for row in rows]
+    started = _stays_started([row for _k, row, _key in waiting])
+    waiting = [(kind, row, key) for kind, row, key in waiting if started[row.ref] <= cutoff]
     known = set(Event.objects.filter(key__in=[key for _k, _r, key in waiting]).values_list("key", flat=True))
     fresh = [(kind, row, key) for kind, row, key in waiting if key not in known]
     for _kind, row, key in fresh:
@@ -118,6 +124,24 @@ def long_waits(now: datetime) -> list[str]:
         record(EventKind.QUEUE_WAITING, row.team, key, title, f"{title}: {row.reason}", ref=row.ref,
                reason=row.reason, name=row.name, minutes=minutes)
     return [key for _k, _r, key in fresh]
+
+
+def _stays_started(rows) -> dict[str, datetime]:
+    """When each queued workload's stay in the queue began: the latest of its submission, its last preemption, the end
+    of its last attempt (a requeue after a preemption or a lost cluster: its queue entry keeps its submission's date,
+    for its place) and its queue entry's date (a workspace resumed is queued anew). Two statements, for all of them.
+
+    Its submission or last preemption alone told a run taken off a lost cluster, or a workspace resumed into a full
+    quota, that it had waited for over 30 minutes a minute after it was queued again."""
+    begun = {row.ref: max(at for at in (row.created_at, row.last_preempted_at) if at is not None) for row in rows}
+    if not begun:
+        return begun
+    ended = (Attempt.objects.filter(ref__in=list(begun), ended_at__isnull=False).values("ref")
+             .annotate(last=Max("ended_at")).values_list("ref", "last"))
+    queued = QueuedRequest.objects.filter(ref__in=list(begun)).values_list("ref", "created_at")
+    for ref, at in [*ended, *queued]:
+        begun[ref] = max(begun[ref], at)
+    return begun
 
 
 #: The event kind of each alert kind's episode.

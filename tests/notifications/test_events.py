@@ -21,6 +21,7 @@ from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
 from jobs.constants import RunState
+from jobs.models import TrainingRun
 from notifications import delivery, events
 from notifications.constants import Channel, EventKind
 from notifications.models import Delivery, EmailSubscription, Event, Webhook
@@ -35,6 +36,7 @@ from tests.jobs.test_spot_interruption import disrupt, running  # noqa: F401  (t
 from workloads import lifecycle
 from workloads.cycle import reconcile as rec
 from workloads.models import ReasonCode
+from workloads.registry import kind_of
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db
@@ -123,6 +125,22 @@ def test_work_queued_too_long_is_one_event_per_stay_in_the_queue(submit, setting
     assert events.long_waits(now + timedelta(minutes=31)) == [f"queue_waiting:{waiting.ref}:1"]
     assert events.long_waits(now + timedelta(minutes=45)) == []
     assert Event.objects.get().title == f"Run waiting (#{waiting.pk}) of team ml-research has been queued for over 30 min"
+
+
+def test_work_queued_again_is_told_after_its_new_stay_in_the_queue_not_at_once(running, settings):  # noqa: F811
+    # A run taken off a lost cluster (no preemption: last_preempted_at stays None) is queued again at its
+    # old place: its new stay begins at the requeue, not at its submission two hours before.
+    settings.SLIPWAY_NOTIFY_QUEUED_MINUTES = 30
+    run = running(spot=False)
+    TrainingRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(hours=2))
+    run.refresh_from_db()
+    now = timezone.now()
+    assert lifecycle.requeue(kind_of(run), run, now, reason="cluster east lost", code=ReasonCode.CLUSTER_LOST,
+                             place_again=True)
+    run.refresh_from_db()
+    assert (run.state, run.attempt, run.last_preempted_at) == (RunState.QUEUED, 2, None)
+    assert events.long_waits(now + timedelta(minutes=1)) == []  # it was told it waited 30 min, a minute in
+    assert events.long_waits(now + timedelta(minutes=31)) == [f"queue_waiting:{run.ref}:2"]
 
 
 def test_an_event_fans_out_once_to_the_teams_webhooks_and_its_members_subscriptions(

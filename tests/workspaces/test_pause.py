@@ -15,6 +15,7 @@ from cluster.deployments import DeploymentPhase
 from cluster.status import WorkloadStatus
 from core.formatting import format_rate
 from notifications.delivery import fan_out
+from notifications.events import long_waits
 from notifications.models import Delivery, Event
 from teams.models import Role
 from tests.factories import add_member, make_user
@@ -45,6 +46,19 @@ def test_a_pause_releases_the_quota_and_keeps_the_home_volume(create, member, pu
     with pytest.raises(services.WorkspaceConflict):
         services.pause_by_user(member, paused)
     assert second.state == WorkspaceState.ADMITTED
+
+
+def test_a_workspace_resumed_into_the_queue_is_told_it_waits_after_its_new_stay_not_at_once(create, member, settings):
+    settings.SLIPWAY_NOTIFY_QUEUED_MINUTES = 30
+    first, _second = create(name="one"), create(name="two")
+    services.pause_by_user(member, first)
+    create(name="three")  # takes the freed slice
+    Workspace.objects.filter(pk=first.pk).update(created_at=timezone.now() - timedelta(days=2))  # made two days ago
+    resumed = services.resume(member, Workspace.objects.get(pk=first.pk))
+    assert resumed.state == WorkspaceState.QUEUED and resumed.attempt == 2
+    now = timezone.now()
+    assert long_waits(now + timedelta(minutes=1)) == []  # it was told it waited 30 min, a minute in
+    assert long_waits(now + timedelta(minutes=31)) == [f"queue_waiting:{resumed.ref}:2"]
 
 
 def test_resume_goes_through_admission_and_may_wait_in_the_queue(create, member):
