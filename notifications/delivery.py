@@ -181,8 +181,12 @@ def _send_email(delivery: Delivery) -> tuple[int | None, str, bool]:
     (the server answered); anything else — refused or timed-out connections, a server hanging up, a refused sender
     or login — is the server's, or its settings', and would fail every e-mail alike."""
     event = delivery.event
+    # The subject is a header, on one line: a title carries names people typed (a reservation's may hold a line
+    # break), and Django refuses a header with one (BadHeaderError) — taken below for the server's failure, it held
+    # back every e-mail.
+    subject = " ".join(f"[Slipway] {event.title}".split())
     try:
-        send_mail(f"[Slipway] {event.title}", f"{event.text}\n", None, [delivery.target])
+        send_mail(subject, f"{event.text}\n", None, [delivery.target])
     except Exception as exc:  # SMTP and other backends raise many classes: retried, logged in the row
         return None, f"{exc.__class__.__name__}: {exc}", not isinstance(exc, smtplib.SMTPRecipientsRefused)
     return None, "", False

@@ -116,6 +116,24 @@ def test_it_emails_a_subscriber_through_the_mail_backend(team, member):
     assert message.body == "Run bert (#7) of team ml-research failed: OOMKilled\n"
 
 
+def test_a_title_with_a_line_break_is_mailed_on_one_line_and_holds_back_no_other_email(team, member, other_team,
+                                                                                         outsider):
+    """A title is made of names people typed: a reservation's (a CharField, which keeps a line break inside it) went
+    into the subject as it was. Django refuses a header with a line break (BadHeaderError), which was taken for the
+    mail server failing: every e-mail of every team was held back behind that one delivery's backoff."""
+    set_email_kinds(member, team, ["reservation"])
+    set_email_kinds(outsider, other_team, ["run_failed"])
+    key = events.record("reservation", team, "reservation:reservation:9:booked",
+                        "Reservation eval\nrun of team ml-research booked", "Reservation eval run booked.")
+    [pk] = delivery.fan_out(key)
+    assert delivery.attempt(pk).result == "sent"
+    assert [m.subject for m in mail.outbox] == ["[Slipway] Reservation eval run of team ml-research booked"]
+    assert MailServer.objects.get().backoff_until is None
+    other = events.record("run_failed", other_team, "run_failed:run:8", "Run x (#8) of team vision failed", "Run x.")
+    [pk] = delivery.fan_out(other)
+    assert delivery.attempt(pk).result == "sent"  # another team's e-mail is not held back
+
+
 def test_a_mail_server_that_never_answers_fails_the_attempt_after_the_timeout(team, member, settings):
     """An SMTP server that takes the connection and never greets: the attempt fails after ``EMAIL_TIMEOUT`` (the
     project sets one; Django's default is none) and is retried with the backoff, and the claim outlasts the wait.
