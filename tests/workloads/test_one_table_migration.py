@@ -147,6 +147,23 @@ def test_the_kinds_names_stay_unique_among_their_unfinished_work_on_the_one_tabl
     assert Workload.objects.filter(kind="run", name="same").count() == 2
 
 
+def test_every_final_state_of_a_run_frees_its_name(member, team, quota):
+    """The index of unfinished names and the submission's check (``unfinished()``) agree: a pruned trial's name
+    is free again, as a succeeded one's (it was refused by the index: two pruned trials of one name, or a run
+    named as a pruned one, "already has an active run named")."""
+    from fleet.models import GpuFlavor
+    from jobs.models import TrainingRun
+
+    flavor = GpuFlavor.objects.get(name="a100-80gb")
+    for state in TrainingRun.FINAL_STATES:
+        for _ in range(2):
+            run = TrainingRun.objects.create(team=team, created_by=member, name="same", flavor=flavor,
+                                             image="registry.example.com/t:1", command=["python"])
+            TrainingRun.objects.filter(pk=run.pk).update(state=state)
+    assert TrainingRun.objects.create(team=team, created_by=member, name="same", flavor=flavor,
+                                      image="registry.example.com/t:1", command=["python"]).name == "same"
+
+
 def test_the_one_table_is_what_migrations_make_on_this_database():
     """Every kind's index of unfinished names exists (an index Django's state does not know would be lost
     by a later rebuild of the table on SQLite: this says so at once)."""

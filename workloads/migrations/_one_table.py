@@ -138,6 +138,35 @@ class LiveNames(Operation):
         return f"Names of unfinished {self.prefix} workloads are unique per team ({self.name})"
 
 
+class LiveNamesFinal(Operation):
+    """A kind's index of unfinished names (:class:`LiveNames`) made again for the final states it has now,
+    ``final_states`` (it had ``before``): a kind that gains a final state frees a name in it too, as its checks do."""
+
+    reduces_to_sql = True
+
+    def __init__(self, name: str, prefix: str, before: tuple[str, ...], final_states: tuple[str, ...]) -> None:
+        self.name, self.prefix, self.before, self.final_states = name, prefix, tuple(before), tuple(final_states)
+
+    def deconstruct(self):
+        return self.__class__.__qualname__, [self.name, self.prefix, self.before, self.final_states], {}
+
+    def state_forwards(self, app_label, state) -> None:
+        pass
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state) -> None:
+        old, new = LiveNames(self.name, self.prefix, self.before), LiveNames(self.name, self.prefix, self.final_states)
+        old.database_backwards(app_label, schema_editor, from_state, to_state)
+        new.database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state) -> None:
+        old, new = LiveNames(self.name, self.prefix, self.before), LiveNames(self.name, self.prefix, self.final_states)
+        new.database_backwards(app_label, schema_editor, from_state, to_state)
+        old.database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def describe(self) -> str:
+        return f"Names of {self.prefix} workloads in {', '.join(self.final_states)} are free again ({self.name})"
+
+
 def _nullable() -> list[tuple[str, models.Field]]:
     """The shared columns that are not null, as nullable (the fields they were, but for ``null``)."""
     return [
