@@ -99,6 +99,38 @@ def test_without_the_jobs_history_a_limit_counts_as_much_as_the_platforms_runs_u
     assert estimated_starts(team, now=t0 + timedelta(minutes=25))[waiting.ref].at == t0 + timedelta(minutes=40)
 
 
+def test_pruned_trials_are_no_runs_that_ended_on_their_own(member, team, quota):
+    """A sweep's pruner cuts a trial short (docs/sweeps.md "Pruning"): how long it ran says what the pruner
+    decided, not how long the job takes, so neither the job's median nor the platform's limit use counts it."""
+    t0 = timezone.now().replace(microsecond=0)
+
+    def ended(name: str, state: str, minutes: int, limit: int | None = None, image: str = "same:1") -> None:
+        done = submit_limited(member, team, name, 1, minutes=limit, image=image)
+        TrainingRun.objects.filter(pk=done.pk).update(state=state, started_at=t0 - timedelta(hours=5),
+                                                        finished_at=t0 - timedelta(hours=5, minutes=-minutes))
+        admission.release(done.ref)
+
+    for minutes in (10, 20, 60):  # the job's runs that ended on their own: median 20 min
+        ended("trial", "succeeded", minutes)
+    for minutes in (2, 3, 4):  # pruned early: with them the median was 7 min
+        ended("trial", "pruned", minutes)
+    running = submit_limited(member, team, "trial", 8, image="same:1")
+    TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
+    waiting = submit_limited(member, team, "next", 2)
+    assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)
+
+    # The platform's limit use: runs that ended on their own used half of their 60 min limits; as many pruned
+    # trials a tenth of theirs (with them the median was 0.3).
+    for i in range(estimates.LIMIT_USE_MIN):
+        ended(f"done-{i}", "succeeded", 30, limit=60, image=f"other-{i}:1")
+        ended(f"cut-{i}", "pruned", 6, limit=60, image=f"other-{i}:1")
+    TrainingRun.objects.filter(pk=running.pk).update(state="succeeded", finished_at=t0)
+    admission.release(running.ref)
+    busy = submit_limited(member, team, "busy", 8, minutes=40)
+    TrainingRun.objects.filter(pk=busy.pk).update(state="running", started_at=t0)
+    assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)  # 40 min x 0.5
+
+
 def test_the_limit_use_rule_is_pure_and_needs_enough_runs():
     assert estimates.limit_use([(1800.0, 3600.0)] * (estimates.LIMIT_USE_MIN - 1)) is None
     spans = [(900.0, 3600.0)] * 10 + [(3600.0, 3600.0)] * 9 + [(7200.0, 3600.0)] * 2  # overruns count as 1

@@ -257,12 +257,19 @@ def _job(workload) -> tuple:
     return type(workload), *(getattr(workload, field) for field in Estimates.of(kind_of(workload)).job_fields)
 
 
+def ended_on_their_own(kind) -> list[str]:
+    """The final states of ``kind`` in which its work ended on its own, so that how long it ran says how long such work
+    takes: not a user's end (``Lifecycle.removed``), nor its sweep's pruner, which cut it short (``Lifecycle.pruned``)."""
+    lifecycle = kind.lifecycle
+    return [state for state in kind.model.FINAL_STATES if state not in (*lifecycle.removed, lifecycle.pruned)]
+
+
 def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
     """``{job: median running time}`` of the team's earlier runs of the jobs of ``workloads`` (one query per kind).
 
     A job (:func:`_job`) is a kind and its ``job_fields`` (a run's name, flavor and image); runs
-    that ended on their own count (a cancel, a preemption or a budget stop ends work for reasons
-    of its own). Only kinds with a runtime limit end on their own: the others (an endpoint)
+    that ended on their own count (:func:`ended_on_their_own`: a cancel, a prune, a preemption or a budget stop
+    ends work for reasons of its own). Only kinds with a runtime limit end on their own: the others (an endpoint)
     run until ended, so have no duration to predict.
     """
     wanted: dict[type, set[tuple]] = {}
@@ -274,9 +281,8 @@ def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
     for model, jobs in wanted.items():
         kind = kind_for(model.KIND_PREFIX)
         job_fields = Estimates.of(kind).job_fields
-        ended_on_their_own = [s for s in model.FINAL_STATES if s not in kind.lifecycle.removed]
         same = {f"{field}__in": {job[1 + i] for job in jobs} for i, field in enumerate(job_fields)}
-        rows = (model.objects.filter(team=team, state__in=ended_on_their_own, started_at__isnull=False,
+        rows = (model.objects.filter(team=team, state__in=ended_on_their_own(kind), started_at__isnull=False,
                                      finished_at__isnull=False, **same)
                 .order_by("-finished_at").values_list(*job_fields, "started_at", "finished_at"))
         for *fields, start, end in rows:
@@ -296,8 +302,7 @@ def platform_limit_spans() -> list[tuple[float, float]]:
         column = kind.runtime_limit
         if column is None or not isinstance(kind, Estimates):
             continue  # a limit that is not an estimate's (a window's end) tells nothing of how runs use theirs
-        ended_on_their_own = [s for s in kind.model.FINAL_STATES if s not in kind.lifecycle.removed]
-        rows = (kind.model.objects.filter(state__in=ended_on_their_own, started_at__isnull=False,
+        rows = (kind.model.objects.filter(state__in=ended_on_their_own(kind), started_at__isnull=False,
                                           finished_at__isnull=False, **{f"{column}__gt": 0})
                 .order_by("-finished_at").values_list("started_at", "finished_at", column)[:estimates.LIMIT_USE_SAMPLE])
         spans += [(end, ((end - start).total_seconds(), limit * 60.0)) for start, end, limit in rows]
