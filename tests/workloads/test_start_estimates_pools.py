@@ -172,6 +172,23 @@ def test_queued_work_that_needs_a_new_node_is_told_when_and_which_pool_grows(mem
 
 
 @pytest.mark.django_db
+def test_the_pool_that_grows_is_the_quickest_of_those_with_room(member, team, quota):
+    """docs/pools.md "What the estimates assume": a pool at its max adds no node, however quick it was."""
+    a100 = GpuFlavor.objects.get(name="a100-80gb")
+    east = _elastic_east(a100, in_use=8, history=[50.0, 60.0, 70.0])  # quick (1 min), but at its max of 1 node
+    NodePool.objects.filter(cluster=east).update(max_nodes=1)
+    west = Cluster.objects.create(name="west", nodes=[], nodes_read_at=NOW)
+    NodePool.objects.create(cluster=west, flavor=a100, min_nodes=0, max_nodes=2, history_seconds=[290.0, 300.0, 310.0])
+    first = submit_lasting(member, team, "first", 4, "1h", limit=30)
+    TrainingRun.objects.filter(pk=first.pk).update(state="running", started_at=NOW)
+    waiting = submit_lasting(member, team, "wide", 8, "1h", limit=30)
+    estimate = estimated_starts(team, now=NOW)[waiting.ref]
+    # West grows: its 5 min after first ends (east's minute named the pool that cannot grow).
+    assert estimate.at == NOW + timedelta(minutes=35)
+    assert estimate.grows == "after pool a100-80gb on west grows by 1 node (about 5 min)"
+
+
+@pytest.mark.django_db
 def test_work_waiting_on_its_nodes_starts_after_what_is_left_of_the_median(member, team, quota):
     a100 = GpuFlavor.objects.get(name="a100-80gb")
     east = _elastic_east(a100, in_use=8, history=[])  # the default: 4 min

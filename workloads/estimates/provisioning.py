@@ -78,6 +78,7 @@ class Pools:
         self.room: dict[int, int] = dict.fromkeys(flavors, 0)
         self.coming: dict[int, int] = dict.fromkeys(flavors, 0)
         self.growing: dict[int, list[NodePool]] = {}
+        room_of: dict[int, int] = {}  # pool pk → units it may still add
         # One query when no pool offers these flavors (then nothing more: fixed inventories, as before).
         if not NodePool.objects.filter(flavor_id__in=list(flavors)).exists():
             return
@@ -91,11 +92,13 @@ class Pools:
                 if pool is None:
                     continue
                 self.pools[(cluster.pk, flavor_id)] = pool
-                self.room[flavor_id] += sum(node.free for node in own if is_headroom(node))
+                room_of[pool.pk] = sum(node.free for node in own if is_headroom(node))
+                self.room[flavor_id] += room_of[pool.pk]
                 self.coming[flavor_id] += sum(node.free for node in own if node.provisioning and not is_headroom(node))
                 self.growing.setdefault(flavor_id, []).append(pool)
         for growing in self.growing.values():
-            growing.sort(key=lambda pool: provisioning_seconds(pool.history_seconds or [])[0])
+            # The pool that grows first: of those with room, the quickest (one at its max adds no node).
+            growing.sort(key=lambda pool: (room_of[pool.pk] <= 0, provisioning_seconds(pool.history_seconds or [])[0]))
 
     def pool_of(self, workload) -> NodePool | None:
         """The pool ``workload`` (placed on a cluster) waits on, or None."""
