@@ -9,12 +9,13 @@ status and history (:func:`workloads.estimates.provisioning.waiting_words`).
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from cluster.backends.base import NodeCapacity
-from cluster.manifests.common import node_selector
+from cluster.manifests.common import SPOT_KEY, SPOT_VALUE, node_selector
 from cluster.pools import DEFAULT_PROVISIONING_SECONDS, DEFAULT_PROVISIONING_TAIL_SECONDS
 from core.formatting import format_clock
 from core.priority import Priority
@@ -91,6 +92,21 @@ def test_nodes_already_being_provisioned_are_ready_when_they_should_be():
                       growth=growth)
     assert starts["run:1"] == Start(NOW + timedelta(minutes=1), grows="h100-80gb on east", new_units=8)
     assert starts["run:2"] == Start(NOW + FOUR_MIN, grows="h100-80gb on east", new_units=8)
+
+
+def test_spot_work_never_waits_for_a_pool_nor_frees_its_units():
+    """docs/pools.md: pools are on-demand nodes; spot work's flavor is a fixed inventory to it."""
+    growth = {FLAVOR.pk: Growth(free=0, room=16, takes=FOUR_MIN, pool="h100-80gb on east")}
+    spot = entry("run:1", 8)
+    spot.spot = True
+    assert simulate(NOW, [], [Waiting(spot, timedelta(minutes=30))], quotas(), CYCLE, growth=growth)["run:1"] == Start(
+        NOW)
+    # A spot run that ends frees spot nodes: the on-demand work behind it waits for the pool's new node.
+    ending = dataclasses.replace(holding("run:2", 8, timedelta(minutes=20)), spot=True)
+    starts = simulate(NOW, [ending], [Waiting(entry("run:3", 8), timedelta(minutes=10))], quotas(limit=8), CYCLE,
+                      growth=growth)
+    assert starts["run:3"] == Start(NOW + timedelta(minutes=20) + FOUR_MIN, ("run:2",), grows="h100-80gb on east",
+                                    new_units=8)
 
 
 def test_what_is_left_of_a_provisioning_is_the_median_then_the_tail_then_unknown():
@@ -186,6 +202,22 @@ def test_the_pool_that_grows_is_the_quickest_of_those_with_room(member, team, qu
     # West grows: its 5 min after first ends (east's minute named the pool that cannot grow).
     assert estimate.at == NOW + timedelta(minutes=35)
     assert estimate.grows == "after pool a100-80gb on west grows by 1 node (about 5 min)"
+
+
+@pytest.mark.django_db
+def test_a_spot_nodes_free_units_are_no_ready_units_for_on_demand_work(member, team, quota):
+    a100 = GpuFlavor.objects.get(name="a100-80gb")
+    east = _elastic_east(a100, in_use=8, history=[170.0, 180.0, 200.0])  # median 180 s
+    spot_node = {**east.nodes[0], "node": "east-a100-spot-0", "in_use": 0,
+                 "labels": {**east.nodes[0]["labels"], SPOT_KEY: SPOT_VALUE}}
+    Cluster.objects.filter(pk=east.pk).update(nodes=[*east.nodes, spot_node])
+    first = submit_lasting(member, team, "first", 4, "1h", limit=30)
+    TrainingRun.objects.filter(pk=first.pk).update(state="running", started_at=NOW)
+    waiting = submit_lasting(member, team, "wide", 8, "1h", limit=30)
+    # The spot node's 8 free units run no on-demand work: the 8 need a new node, 3 min after first ends.
+    estimate = estimated_starts(team, now=NOW)[waiting.ref]
+    assert estimate.at == NOW + timedelta(minutes=33)
+    assert estimate.grows == "after pool a100-80gb on east grows by 1 node (about 3 min)"
 
 
 @pytest.mark.django_db

@@ -33,7 +33,8 @@ provisioning median from the moment it is asked for. Work admitted at ``t`` take
 then provisioning ones, then new ones: it starts when the last of them is ready, and its
 :attr:`Start.grows` names the pool. A unit freed by work that ends stays ready for the work behind it
 (scale-down removes a node only after it idled ``unneeded`` minutes, and queued work takes it at that
-end). A flavor without a :class:`Growth` is a fixed inventory, estimated as before.
+end). A flavor without a :class:`Growth` is a fixed inventory, estimated as before; so is spot work's
+(pools are on-demand nodes: spot work never waits for one, nor frees its units).
 
 What it does not know: work submitted later (a higher priority, or a team with a lower share
 in a cohort, goes first), ends earlier than expected, placement on nodes. bench/estimates.py
@@ -110,6 +111,7 @@ class Holding:
     #: Its queue entry were it preempted (back at its old place); None: reclaim never takes it here.
     entry: QueuedRequest | None = None
     stopping: bool = False  #: a victim whose pods are stopping: its units go at ``ends_at``
+    spot: bool = False  #: on spot nodes: what it frees is no elastic pool's (pools are on-demand nodes)
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,7 @@ class _State:
         self.usage[(holding.team_id, holding.flavor_id)] -= holding.units
         if not holding.stopping:
             self.freed.setdefault(holding.flavor_id, []).append(holding.ref)
-        if ends and holding.flavor_id in self.nodes:
+        if ends and not holding.spot and holding.flavor_id in self.nodes:
             self.nodes[holding.flavor_id].free += holding.units
 
 
@@ -244,7 +246,7 @@ def simulate(now: datetime, holding: list[Holding], waiting: list[Waiting], quot
         for item, borrowed in _admitted(state, quotas, sharing):
             entry = item.entry
             start, grows, new_units = t, "", 0
-            if (nodes := state.nodes.get(entry.flavor_id)) is not None:
+            if not entry.spot and (nodes := state.nodes.get(entry.flavor_id)) is not None:
                 start, new_units = nodes.take(entry.units, t)
                 grows = nodes.growth.pool if new_units else ""
             starts[entry.ref] = Start(start, tuple(state.freed.get(entry.flavor_id, ())), grows=grows,
@@ -252,7 +254,7 @@ def simulate(now: datetime, holding: list[Holding], waiting: list[Waiting], quot
             state.queue.remove(item)
             state.hold(Holding(entry.ref, entry.team_id, entry.flavor_id, entry.units,
                                start + item.runs_for if item.runs_for is not None else None, borrowed,
-                               entry.priority, t, entry))
+                               entry.priority, t, entry, spot=entry.spot))
         if not state.queue or (wanted is not None and wanted <= starts.keys()):
             break
         # 2. Reclaim: a team under its nominal quota takes back what others borrowed.

@@ -480,7 +480,7 @@ def _holding(hold: QuotaHold, workload, now: datetime, medians: dict[tuple, time
                           priority=hold.priority, spot=hold.spot,
                           created_at=workload.created_at if workload is not None else hold.created_at)
     return estimates.Holding(hold.ref, hold.team_id, hold.flavor_id, units, ends_at,
-                             hold.borrowed_units, hold.priority, admitted_at, entry)
+                             hold.borrowed_units, hold.priority, admitted_at, entry, spot=hold.spot)
 
 
 def _sharing(team, cohort: CohortFigures | None, now: datetime) -> estimates.Sharing | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from cluster.backends.base import NodeCapacity
-from cluster.capacity import offers
+from cluster.capacity import offers, serves
 from cluster.pools import growing_words, new_nodes, nodes_needed, provisioning_seconds
 from fleet.models import Cluster, GpuFlavor, NodePool
 from fleet.pools import is_headroom, pool_nodes, pools_of
@@ -67,7 +67,7 @@ class Pools:
     flavor's :class:`~workloads.estimates.Growth`, and when admitted work waiting on new nodes should start.
 
     A flavor no cluster has a pool of gets no growth (a fixed inventory, estimated as before). Of one that has:
-    the units free on the ready nodes of every cluster offering it, the room its pools may still grow into
+    the units free on the ready on-demand nodes of every cluster offering it (spot work does not wait for a pool), the room its pools may still grow into
     (:func:`fleet.pools.with_headroom`'s nodes), the units of nodes being provisioned that the work waiting on
     them leaves free, and the pool that grows first — of those with room, the quickest by its median.
     """
@@ -87,7 +87,9 @@ class Pools:
             nodes = recorded_nodes(cluster)  # with the room its pools may still grow into, as headroom nodes
             for flavor_id, flavor in flavors.items():
                 own = [node for node in nodes if offers(node, flavor.to_spec())]
-                self.free[flavor_id] += sum(node.free for node in own if not node.provisioning)
+                # On-demand nodes only: what a pool adds is on-demand, and a spot node's units run no other work.
+                self.free[flavor_id] += sum(node.free for node in own
+                                            if not node.provisioning and serves(node, flavor.to_spec(), False))
                 pool = elastic.get(flavor_id)
                 if pool is None:
                     continue
