@@ -97,7 +97,7 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
                       quotas: dict[int, TeamQuota] | None = None) -> dict[str, Decision]:
     """``{ref: decision}`` of the queued work (and of ``candidate``, a request not submitted yet)
     that would still not be admitted were its flavor's quota all free: waiting for money, for a
-    cluster that takes new work, or asking for more than the team may ever hold. Work not named here waits for quota alone.
+    cluster that takes new work (or out a failed provisioning's backoff), or asking for more than the team may ever hold. Work not named here waits for quota alone.
 
     For start estimates (:mod:`workloads.estimates.forecast`): such work is not ahead of anyone (the
     queue is best-effort, :func:`quotas.admission.admit_waiting` passes it), and no end of other work starts it.
@@ -110,20 +110,21 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
         return {}
     quotas = team_quotas(team) if quotas is None else quotas
     budget = team_budget_state(team)
-    requests = [(entry.ref, request_of(entry), entry.flavor) for entry in entries]
+    requests = [(entry.ref, request_of(entry), entry.flavor, entry.not_before) for entry in entries]
     if candidate is not None:
         ref, request = candidate
         flavor = GpuFlavor.objects.filter(name=request.flavor).first()
-        requests.append((ref, request, flavor))
+        requests.append((ref, request, flavor, None))
     cohort = cohort_of_quotas(quotas)
     waits = ClusterWaits()
     windows = Windows([team.pk], timezone.now())
     held = {}
-    for ref, request, flavor in requests:
+    for ref, request, flavor, not_before in requests:
         quota = quotas.get(flavor.pk) if flavor is not None else None
         facts = windows.apply(flavor_quota(flavor, quota, cohort, team.pk).idle(), team.pk,
                               flavor.pk if flavor is not None else None, request.for_reservation)
-        decision = decide(request, 0, facts, budget, waits(flavor, request.spot, request))
+        # A backoff after a failed provisioning holds it back too, as admission's own ``waits`` says.
+        decision = decide(request, 0, facts, budget, waits(flavor, request.spot, request, not_before))
         if not decision.admitted:
             held[ref] = decision
     return held

@@ -10,6 +10,7 @@ from django.utils import timezone
 from core.formatting import format_clock
 from jobs.models import TrainingRun
 from quotas import admission
+from quotas.models import QueuedRequest
 from tests.jobs.conftest import submit_run_as
 from workloads import estimates
 from workloads.cycle import reconcile as rec
@@ -155,6 +156,20 @@ def test_it_says_unknown_rather_than_guess(member, team, quota):
     estimate = estimated_starts(team, now=t0)[waiting.ref]
     assert estimate.at is None
     assert estimate.words(t0) == "start time unknown: open-ended, holding a100-80gb, has no runtime limit"
+
+
+def test_work_waiting_out_its_provisioning_backoff_is_told_so_not_a_minute(member, team, quota):
+    """docs/pools.md "Waiting for nodes": a run whose nodes could not be provisioned is not admitted before its
+    backoff ends, whatever quota is free; its estimate says what its reason says, not "starts in about a minute"."""
+    t0 = timezone.now().replace(microsecond=0)
+    first = submit_limited(member, team, "first", 8, minutes=30)
+    waiting = submit_limited(member, team, "gang", 8, minutes=30)
+    TrainingRun.objects.filter(pk=first.pk).update(state="succeeded", started_at=t0, finished_at=t0)
+    admission.release(first.ref)  # its quota is free; the queued run waits out its backoff
+    QueuedRequest.objects.filter(ref=waiting.ref).update(not_before=t0 + timedelta(minutes=2))
+    estimate = estimated_starts(team, now=t0)[waiting.ref]
+    assert estimate.at is None
+    assert "its nodes could not be provisioned; it tries again after" in estimate.words(t0)
 
 
 def test_the_api_shows_the_estimate(api, member, team, quota):
