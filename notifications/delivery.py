@@ -137,11 +137,28 @@ class Outcome:
 
 
 def _claim(pk: int, now: datetime) -> bool:
-    """Take delivery ``pk`` for one attempt: pending and due, or sending with a lease run out."""
+    """Take delivery ``pk`` for one attempt: pending and due, or sending with a lease run out — while it has attempts
+    left (a claim counts one: its attempt may have been sent before its worker stopped)."""
     due = Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) | Q(status=DeliveryStatus.SENDING,
                                                                          claimed_until__lt=now)
-    return bool(Delivery.objects.filter(due, pk=pk).update(status=DeliveryStatus.SENDING, attempts=F("attempts") + 1,
-                                                           claimed_until=now + lease()))
+    return bool(Delivery.objects.filter(due, pk=pk, attempts__lt=settings.SLIPWAY_WEBHOOK_MAX_ATTEMPTS).update(
+        status=DeliveryStatus.SENDING, attempts=F("attempts") + 1, claimed_until=now + lease()))
+
+
+#: The words of a delivery whose last attempt never recorded what happened.
+UNFINISHED = "its last attempt did not finish (its worker stopped, or an error stopped it)"
+
+
+def _give_up(pk: int, now: datetime) -> bool:
+    """Fail delivery ``pk`` for good when its last attempt's lease ran out unrecorded; whether it did.
+
+    A worker killed mid-send, or an error escaping an attempt (a secret that no key opens), leaves the delivery
+    ``sending``; the sweep finds it when its lease runs out and it is tried again. Every try counts, so the last one
+    ends it here: claimed again without end, it was re-sent on every sweep (an error after the send) or counted past
+    its ``SLIPWAY_WEBHOOK_MAX_ATTEMPTS`` for ever."""
+    return bool(Delivery.objects.filter(
+        pk=pk, status=DeliveryStatus.SENDING, claimed_until__lt=now, attempts__gte=settings.SLIPWAY_WEBHOOK_MAX_ATTEMPTS,
+    ).update(status=DeliveryStatus.FAILED, last_error=UNFINISHED, claimed_until=None, sending_until=None))
 
 
 def _send_webhook(delivery: Delivery) -> tuple[int | None, str]:
@@ -276,7 +293,7 @@ def attempt(pk: int, now: datetime | None = None) -> Outcome:
     now = now or timezone.now()
     # 1. Claim it, or leave it to whoever has it (or to its next attempt's time).
     if not _claim(pk, now):
-        return Outcome("skipped")
+        return Outcome("failed" if _give_up(pk, now) else "skipped")
     delivery = Delivery.objects.select_related("event__team", "webhook").get(pk=pk)
     # 2. Send, outside any transaction: the claim is what keeps a second worker off it. Through a failing webhook or
     #    mail server only when it is this delivery's turn (_take_turn): otherwise the attempt counts as a failed one,

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from celery.exceptions import Retry
-from cryptography.fernet import Fernet
+from cryptography.fernet import Fernet, InvalidToken
 from django.core import mail
 from django.core.management import call_command
 from django.utils import timezone
@@ -90,6 +90,31 @@ def test_the_backoff_doubles_and_the_last_attempt_fails_for_good(team, hooked, s
         now = row.next_attempt_at
     assert outcomes == [("retry", 10), ("retry", 20), ("failed", 0)]
     assert (row.status, row.attempts, row.last_error) == (DeliveryStatus.FAILED, 3, "HTTP 503")
+
+
+def test_an_attempt_that_never_finishes_is_tried_no_more_than_its_attempts(team, hooked, settings, monkeypatch):
+    """An error escaping an attempt (here the webhook's secret no key opens) leaves the delivery ``sending``; the sweep
+    tries it again when the lease runs out, each try counting, and the last one's end fails it for good — it was
+    claimed again on every sweep without end, its attempts counted past the limit."""
+    settings.SLIPWAY_WEBHOOK_MAX_ATTEMPTS = 2
+    row = one_delivery(team)
+
+    def unopened(webhook):
+        raise InvalidToken
+
+    monkeypatch.setattr(delivery, "webhook_secret", unopened)
+    now = timezone.now()
+    for _ in range(2):
+        with pytest.raises(InvalidToken):
+            delivery.attempt(row.pk, now=now)
+        row.refresh_from_db()
+        assert row.status == DeliveryStatus.SENDING
+        now = row.claimed_until + timedelta(seconds=1)
+        assert delivery.overdue(now)[1] == [row.pk]  # the sweep re-drives it
+    assert delivery.attempt(row.pk, now=now).result == "failed"
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.last_error) == (DeliveryStatus.FAILED, 2, delivery.UNFINISHED)
+    assert delivery.overdue(now + timedelta(hours=1))[1] == [] and hooked.got == []
 
 
 def test_a_target_that_is_internal_when_sent_is_not_posted_to(team, hooked, settings):
