@@ -115,10 +115,34 @@ def test_it_answers_404_for_a_run_id_of_unicode_digits(api, suffix, method):
     assert "errors" in response.json()
 
 
+#: More digits than int() converts (4300): a URL line of 8190 bytes (gunicorn.conf.py) carries them.
+DIGITS_PAST_INT = "9" * 4400
+
+
+@pytest.mark.parametrize("suffix, method", [("", "get"), ("cancel/", "post"), ("logs/", "get")])
+def test_it_answers_404_for_a_run_id_of_more_digits_than_int_converts(api, suffix, method):
+    # pk_of checked the digits, not their number: int() raised ValueError (a 500).
+    response = getattr(api, method)(f"/api/v1/runs/{DIGITS_PAST_INT}/{suffix}")
+    assert response.status_code == 404
+    assert "errors" in response.json()
+
+
+def test_the_new_run_page_answers_404_for_a_from_of_more_digits_than_int_converts(client, member):
+    client.force_login(member)
+    assert client.get(f"/runs/new/?from={DIGITS_PAST_INT}").status_code == 404
+
+
 @with_quota
 def test_it_rejects_a_log_tail_of_unicode_digits(api):
     run = post_run(api, run_payload()).json()
     response = api.get(f"/api/v1/runs/{run['id']}/logs/?tail=²")  # _tail(): isdigit() then int()
+    assert_field_error(response, "tail")
+
+
+@with_quota
+def test_it_rejects_a_log_tail_of_more_digits_than_int_converts(api):
+    run = post_run(api, run_payload()).json()
+    response = api.get(f"/api/v1/runs/{run['id']}/logs/?tail={DIGITS_PAST_INT}")  # int() raised ValueError
     assert_field_error(response, "tail")
 
 

@@ -354,8 +354,9 @@ class IdleFields(serializers.Serializer):
 
 
 def pk_of(raw) -> int:
-    """The object id of a URL, or 404 ("²".isdigit() is True and int("²") fails)."""
-    if not (str(raw).isascii() and str(raw).isdigit()):
+    """The object id of a URL, or 404 ("²".isdigit() is True and int("²") fails). Ids are 64-bit: one of more than
+    19 digits (leading zeros aside) is no object, and int() refuses a string of over 4300 digits (ValueError)."""
+    if not (str(raw).isascii() and str(raw).isdigit()) or len(str(raw).lstrip("0")) > 19:
         raise Http404
     return int(raw)
 
@@ -384,7 +385,8 @@ TAIL_SCHEMA = {"type": "integer", "minimum": 1, "maximum": MAX_TAIL, "default": 
 
 def _tail(request) -> int:
     raw = request.query_params.get("tail", "200")
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_TAIL:  # "²".isdigit() is True
+    # "²".isdigit() is True; int() refuses over 4300 digits (ValueError), so the length is bounded first.
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9) or not 1 <= int(raw) <= MAX_TAIL:
         raise ValidationError({"tail": [f"Must be a whole number between 1 and {MAX_TAIL}."]})
     return int(raw)
 
