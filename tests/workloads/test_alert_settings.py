@@ -66,6 +66,8 @@ def test_a_team_may_tighten_every_rule_and_give_a_rule_back_to_the_platform(team
     # An integer past a float's range (math.isfinite of it raised OverflowError: a 500).
     ({"idle_minutes": 10 ** 400}, "idle_minutes", "whole number of minutes from 1"),
     ({"memory_pct": 10 ** 400}, "memory_pct", "above 0 and under 100"),
+    ({"idle_util_pct": 10**400}, "idle_util_pct", "above 0 and under 100"),
+    ({"memory_pct": -(10**400)}, "memory_pct", "above 0 and under 100"),
     ({"temp_c": 80}, "temp_c", "Unknown setting"),
 ])
 def test_a_looser_or_nonsense_value_is_refused_with_its_field_and_nothing_is_written(team, team_admin, values, field,
