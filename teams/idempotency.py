@@ -119,11 +119,12 @@ def _request_hash(request) -> str:
     """HMAC-SHA-256 of the path and the parsed body, keys sorted: the same request sent again (in any
     key order or spacing) hashes the same; another body or endpoint does not. Keyed with
     ``SECRET_KEY`` because the body may hold ``secret_env`` values: the database alone must not
-    allow guessing them."""
+    allow guessing them. The whole path, not the column's first 300 characters: two padded ids
+    (/runs/000…41/ and /runs/000…42/) are two requests."""
     data = request.data
     if hasattr(data, "lists"):  # a form body (QueryDict): every value of every key
         data = dict(data.lists())
-    text = json.dumps({"path": _path(request), "body": data}, sort_keys=True, default=str)
+    text = json.dumps({"path": request.path, "body": data}, sort_keys=True, default=str)
     return hmac.new(settings.SECRET_KEY.encode(), text.encode(), hashlib.sha256).hexdigest()
 
 

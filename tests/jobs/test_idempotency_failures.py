@@ -94,3 +94,16 @@ def test_a_retried_cancel_with_its_key_replays_the_202(api, member, team, quota,
     assert again["Idempotent-Replayed"] == "true" and again.json()["state"] == "cancelled"
     # Without the key, cancelling a finished run is the documented 409.
     assert api.post(f"/api/v1/runs/{created['id']}/cancel/").status_code == 409
+
+
+def test_a_key_sent_again_for_another_run_of_a_path_longer_than_the_record_column_is_a_400(api, quota, published):
+    """Ids may be padded with zeros (int() drops them); the request's hash took the path as its column keeps it (300
+    characters), so a cancel of another run, its path alike in those, with the key replayed the first one's 202."""
+    first, second = (api.post("/api/v1/runs/", run_payload(name=name), format="json").json()["id"]
+                     for name in ("bert-a", "bert-b"))
+    padding = "0" * 300
+    cancelled = api.post(f"/api/v1/runs/{padding}{first}/cancel/", HTTP_IDEMPOTENCY_KEY="c-1")
+    assert cancelled.status_code == 202
+    again = api.post(f"/api/v1/runs/{padding}{second}/cancel/", HTTP_IDEMPOTENCY_KEY="c-1")
+    assert again.status_code == 400 and "Idempotency-Key" in again.json()["errors"]
+    assert TrainingRun.objects.get(pk=second).state != "cancelled"
