@@ -37,7 +37,7 @@ class SweepViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     serializer_class = SweepListSerializer
     pagination_class = StandardPagination
-    lookup_value_regex = "[0-9]+"
+    lookup_value_regex = "[0-9]{1,19}"  # an id (64-bit); int() of 4300 digits and more raises
 
     @extend_schema(parameters=[
         OpenApiParameter("team", str, description="A team's slug (404 for a team the caller is not in)."),

@@ -127,6 +127,14 @@ def test_it_answers_404_for_a_run_id_of_more_digits_than_int_converts(api, suffi
     assert "errors" in response.json()
 
 
+@pytest.mark.parametrize("path", [f"/api/v1/sweeps/{DIGITS_PAST_INT}/", f"/api/v1/sweeps/{DIGITS_PAST_INT}/trials/"])
+def test_sweep_routes_answer_404_for_an_id_of_more_digits_than_int_converts(api, path):
+    # The route took any digits: the id reached the query's int() (ValueError, a 500).
+    response = api.get(path)
+    assert response.status_code == 404
+    assert "errors" in response.json()
+
+
 def test_the_new_run_page_answers_404_for_a_from_of_more_digits_than_int_converts(client, member):
     client.force_login(member)
     assert client.get(f"/runs/new/?from={DIGITS_PAST_INT}").status_code == 404
