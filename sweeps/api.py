@@ -90,7 +90,7 @@ class SweepViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return Response(TrialSerializer([trial_answer(t, figures) for t in figures.trials], many=True).data)
 
     @extend_schema(request=None, responses={201: TrialSerializer})
-    @action(detail=True, methods=["post"], url_path=r"trials/(?P<number>[0-9]+)/continue", url_name="continue-trial")
+    @action(detail=True, methods=["post"], url_path=r"trials/(?P<number>[0-9]{1,9})/continue", url_name="continue-trial")
     def continue_trial(self, request, pk=None, number=None):
         """Continue a pruned trial from its checkpoint: a new trial with its parameters, whose work goes on from
         where it stopped (docs/sweeps.md "Continue a pruned trial"); 409 with why when it cannot be."""

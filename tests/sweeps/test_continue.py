@@ -62,6 +62,7 @@ def test_a_pruned_trial_goes_on_from_its_checkpoint_unjudged_and_its_claim_follo
     refused = api.post(url.format(completed.number))
     assert refused.status_code == 409 and "only a pruned trial can be continued" in str(refused.json())
     assert api.post(url.format(99)).status_code == 409
+    assert api.post(url.format("9" * 4400)).status_code == 404  # no trial number (int() of it raised: a 500)
     viewer_api, viewer = member_api("vision", "vic")
     Membership.objects.filter(user=viewer, team=vision).update(role=Role.VIEWER)
     assert viewer_api.post(url.format(worst.number)).status_code == 403
