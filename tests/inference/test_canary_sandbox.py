@@ -40,12 +40,25 @@ def until(cluster, condition, cycles: int = 20) -> None:
     assert condition()
 
 
-def test_a_canary_runs_beside_the_stable_revision_is_billed_and_goes_when_rolled_back(cluster, member, team, ep_quota):
+def ready_endpoint(cluster, member, team, replicas: int = 1) -> InferenceEndpoint:
+    """An endpoint "chat" of vllm:0.6 at ``replicas`` fixed replicas, ready on the sandbox."""
     created = services.create_endpoint(member, team, {
         "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
-        "min_replicas": 2, "max_replicas": 2, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+        "min_replicas": replicas, "max_replicas": replicas, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY
+          and endpoint(created.pk).replicas == replicas)
+    return created
+
+
+def live_canary(cluster, member, created: InferenceEndpoint, change: dict, weight: int = 20) -> None:
+    """A canary of ``change`` at ``weight``, its one replica ready beside the stable Deployment."""
+    services.update_endpoint(member, endpoint(created.pk), {**change, "rollout": "canary", "weight": weight})
+    until(cluster, lambda: (deployments().get(f"{created.object_name}-canary") or {}).get("readyReplicas") == 1)
+
+
+def test_a_canary_runs_beside_the_stable_revision_is_billed_and_goes_when_rolled_back(cluster, member, team, ep_quota):
+    created = ready_endpoint(cluster, member, team, replicas=2)
     name = created.object_name
-    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY and endpoint(created.pk).replicas == 2)
 
     services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.7",
                                                             "rollout": "canary", "weight": 20})
@@ -95,14 +108,9 @@ def test_a_canary_runs_beside_the_stable_revision_is_billed_and_goes_when_rolled
 
 
 def test_a_promoted_canary_becomes_the_stable_deployment_and_its_objects_go(cluster, member, team, ep_quota):
-    created = services.create_endpoint(member, team, {
-        "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
-        "min_replicas": 1, "max_replicas": 1, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+    created = ready_endpoint(cluster, member, team)
     name = created.object_name
-    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY)
-    services.update_endpoint(member, endpoint(created.pk), {"args": ["--quantization", "awq"], "rollout": "canary",
-                                                            "weight": 50})
-    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+    live_canary(cluster, member, created, {"args": ["--quantization", "awq"]}, weight=50)
 
     services.promote_endpoint(member, endpoint(created.pk))
     until(cluster, lambda: f"{name}-canary" not in deployments())
@@ -117,14 +125,9 @@ def test_a_rollback_then_a_new_canary_keeps_the_new_ones_objects_whatever_order_
         cluster, member, team, ep_quota):
     """The candidate's objects are named for the endpoint, not the revision: a rollback's delete and the next
     canary's apply, published a moment apart, may run in either order on a worker's pool."""
-    created = services.create_endpoint(member, team, {
-        "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
-        "min_replicas": 1, "max_replicas": 1, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+    created = ready_endpoint(cluster, member, team)
     name = created.object_name
-    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY)
-    services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.7",
-                                                            "rollout": "canary", "weight": 20})
-    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+    live_canary(cluster, member, created, {"image": "registry.example.com/serving/vllm:0.7"})
 
     services.rollback_endpoint(member, endpoint(created.pk))
     services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.8",
@@ -155,14 +158,9 @@ def test_a_rollback_then_a_new_canary_keeps_the_new_ones_objects_whatever_order_
 
 def test_an_endpoint_deleted_with_its_canary_live_ends_it_too_and_leaves_nothing_on_the_cluster(
         cluster, member, team, ep_quota):
-    created = services.create_endpoint(member, team, {
-        "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
-        "min_replicas": 1, "max_replicas": 1, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+    created = ready_endpoint(cluster, member, team)
     name = created.object_name
-    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY)
-    services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.7",
-                                                            "rollout": "canary", "weight": 20})
-    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+    live_canary(cluster, member, created, {"image": "registry.example.com/serving/vllm:0.7"})
     assert QuotaHold.objects.held().get(ref=created.ref).units == 2
 
     services.delete_endpoint(member, endpoint(created.pk))
