@@ -12,6 +12,8 @@ from __future__ import annotations
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
 
+from core.text import whole_number
+
 
 class StandardPagination(PageNumberPagination):
     page_size = 50
@@ -22,7 +24,7 @@ class StandardPagination(PageNumberPagination):
     def get_page_number(self, request, paginator) -> int:
         """``?page=`` as DRF reads it, except that an empty one is no page 1 but a 404 like any non-number."""
         raw = request.query_params.get(self.page_query_param)
-        if raw is not None and not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+        if raw is not None and not whole_number(raw):  # None or 0
             raise NotFound(self.invalid_page_message.format(page_number=raw, message="not a whole number from 1"))
         return super().get_page_number(request, paginator)
 
@@ -30,10 +32,11 @@ class StandardPagination(PageNumberPagination):
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None:
             return self.page_size
-        if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:  # "²".isdigit() is True
+        size = whole_number(raw, longer=self.max_page_size)  # a number too long to read is served as the largest
+        if not size:  # None or 0
             raise ValidationError({self.page_size_query_param: [
                 f"Must be a whole number from 1 (at most {self.max_page_size} are served)."]})
-        return min(int(raw), self.max_page_size)
+        return min(size, self.max_page_size)
 
     def get_schema_operation_parameters(self, view) -> list[dict]:
         parameters = super().get_schema_operation_parameters(view)

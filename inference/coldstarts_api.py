@@ -11,6 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from core.text import whole_number
 from inference import coldstarts
 from inference.constants import COLD_START_STAGES
 
@@ -57,8 +58,9 @@ def _limit(request) -> int:
     raw = request.query_params.get("limit")
     if raw is None:
         return DEFAULT_LIMIT
-    if raw.isascii() and raw.isdigit() and len(raw) <= 4 and 1 <= int(raw) <= coldstarts.KEEP:
-        return int(raw)
+    limit = whole_number(raw)
+    if limit is not None and 1 <= limit <= coldstarts.KEEP:
+        return limit
     raise ValidationError({"limit": [f"Must be a whole number from 1 to {coldstarts.KEEP}."]})
 
 

@@ -15,6 +15,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from core.text import whole_number
 from inference.traffic import DEFAULT_STEP, FIGURES, MAX_POINTS, RAW_STEP
 from workloads.telemetry.api import MAX_STEP, parse_time
 
@@ -84,17 +85,16 @@ def traffic_query(request) -> tuple[datetime | None, int, int | None]:
             errors["since"] = ["Must be a time: RFC 3339 (2026-11-22T10:00:00Z) or Unix seconds."]
     raw = params.get("step")
     if raw is not None:
-        if (raw.isascii() and raw.isdigit() and len(raw) <= 9 and RAW_STEP <= int(raw) <= MAX_STEP
-                and int(raw) % RAW_STEP == 0):
-            step = int(raw)
+        number = whole_number(raw)
+        if number is not None and RAW_STEP <= number <= MAX_STEP and number % RAW_STEP == 0:
+            step = number
         else:
             errors["step"] = [f"Must be a whole number of seconds from {RAW_STEP} to {MAX_STEP}, a multiple of "
                               f"{RAW_STEP}."]
     raw = params.get("revision")
     if raw is not None:
-        if raw.isascii() and raw.isdigit() and len(raw) <= 10 and 1 <= int(raw) <= MAX_REVISION:
-            revision = int(raw)
-        else:
+        revision = whole_number(raw)
+        if revision is None or not 1 <= revision <= MAX_REVISION:
             errors["revision"] = ["Must be a revision number: a whole number from 1."]
     if errors:
         raise ValidationError(errors)

@@ -17,6 +17,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
 from core.exceptions import conflict_response
+from core.text import whole_number
 from jobs import checkpoints, metrics, services
 from jobs.constants import RunState
 from jobs.metric_lines import NAME
@@ -199,12 +200,13 @@ def metrics_query(request) -> dict:
     names = params.getlist("name")
     if len(names) > metrics.MAX_NAMES or any(not NAME.fullmatch(name) for name in names):
         errors["name"] = [f"Metric names (at most {metrics.MAX_NAMES}): a letter or _, then letters, digits, _ or -."]
-    since = params.get("since_step")
-    if since is not None and not (since.isascii() and since.isdigit() and len(since) <= 19):
+    raw = params.get("since_step")
+    since = whole_number(raw) if raw is not None else None
+    if raw is not None and since is None:
         errors["since_step"] = ["Must be a whole number from 0."]
-    limit = params.get("limit", str(metrics.DEFAULT_READ))
-    if not (limit.isascii() and limit.isdigit() and len(limit) <= 6 and 1 <= int(limit) <= metrics.MAX_READ):
+    limit = whole_number(params.get("limit", str(metrics.DEFAULT_READ)))
+    if limit is None or not 1 <= limit <= metrics.MAX_READ:
         errors["limit"] = [f"Must be a whole number from 1 to {metrics.MAX_READ}."]
     if errors:
         raise exceptions.ValidationError(errors)
-    return {"names": names, "since_step": int(since) if since is not None else None, "limit": int(limit)}
+    return {"names": names, "since_step": since, "limit": limit}

@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from core.text import whole_number
 from jobs import charts, metrics, services
 from jobs.metric_lines import NAME
 from jobs.models import RunMetric, TrainingRun
@@ -60,9 +61,10 @@ def run_metrics(request: HttpRequest, pk: int) -> HttpResponse:
 def _run_ids(request: HttpRequest) -> tuple[list[int], str]:
     """``?runs=12,15`` (or ``?runs=12&runs=15``) as ids in their order, each once; and what is wrong, if anything."""
     raw = [part.strip() for value in request.GET.getlist("runs") for part in value.split(",") if part.strip()]
-    if any(not (part.isascii() and part.isdigit() and len(part) <= 18) for part in raw):
+    numbers = [whole_number(part, 18) for part in raw]
+    if None in numbers:
         return [], "Runs are given by their ids: ?runs=12,15,18."
-    ids = list(dict.fromkeys(int(part) for part in raw))
+    ids = list(dict.fromkeys(numbers))
     if len(ids) > MAX_COMPARE:
         return [], f"Compare at most {MAX_COMPARE} runs at once; {len(ids)} were picked."
     return ids, ""

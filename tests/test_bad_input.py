@@ -127,6 +127,21 @@ def test_it_answers_404_for_a_run_id_of_more_digits_than_int_converts(api, suffi
     assert "errors" in response.json()
 
 
+@with_quota
+def test_a_run_id_padded_with_more_zeros_than_int_converts_is_the_run(api):
+    # pk_of bounded the digits after the zeros but gave int() all of them: a ValueError (a 500).
+    run = post_run(api, run_payload()).json()
+    response = api.get(f"/api/v1/runs/{'0' * 4400}{run['id']}/")
+    assert response.status_code == 200 and response.json()["id"] == run["id"]
+
+
+@pytest.mark.parametrize("query, status", [({"page": DIGITS_PAST_INT}, 404), ({"page_size": DIGITS_PAST_INT}, 200)])
+def test_a_page_or_page_size_of_more_digits_than_int_converts_is_no_page_or_the_largest(api, query, status):
+    # int() of them raised ValueError (a 500). No such page is a 404; a page size larger than the largest is served
+    # as the largest, as any larger number is.
+    assert api.get("/api/v1/runs/", query).status_code == status
+
+
 @pytest.mark.parametrize("path", [f"/api/v1/sweeps/{DIGITS_PAST_INT}/", f"/api/v1/sweeps/{DIGITS_PAST_INT}/trials/"])
 def test_sweep_routes_answer_404_for_an_id_of_more_digits_than_int_converts(api, path):
     # The route took any digits: the id reached the query's int() (ValueError, a 500).

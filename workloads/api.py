@@ -30,6 +30,7 @@ from rest_framework.response import Response
 from billing.models import PreemptionEvent
 from billing.pricing import PriceBook
 from billing.segments import borrowed_units, borrowed_units_of, lent_of, window_ref_of, windows_of
+from core.text import whole_number
 from fleet.models import Cluster
 from quotas.queue import queue_positions
 from teams.idempotency import idempotent, is_dry_run
@@ -354,11 +355,12 @@ class IdleFields(serializers.Serializer):
 
 
 def pk_of(raw) -> int:
-    """The object id of a URL, or 404 ("²".isdigit() is True and int("²") fails). Ids are 64-bit: one of more than
-    19 digits (leading zeros aside) is no object, and int() refuses a string of over 4300 digits (ValueError)."""
-    if not (str(raw).isascii() and str(raw).isdigit()) or len(str(raw).lstrip("0")) > 19:
+    """The object id of a URL, or 404. Ids are 64-bit: one of more than 19 digits is no object (``/runs/0042/`` is
+    run 42, however many zeros pad it)."""
+    pk = whole_number(raw)
+    if pk is None:
         raise Http404
-    return int(raw)
+    return pk
 
 
 def team_slug_of_post(request) -> tuple[str, dict]:
@@ -384,11 +386,10 @@ TAIL_SCHEMA = {"type": "integer", "minimum": 1, "maximum": MAX_TAIL, "default": 
 
 
 def _tail(request) -> int:
-    raw = request.query_params.get("tail", "200")
-    # "²".isdigit() is True; int() refuses over 4300 digits (ValueError), so the length is bounded first.
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9) or not 1 <= int(raw) <= MAX_TAIL:
+    tail = whole_number(request.query_params.get("tail", "200"))
+    if tail is None or not 1 <= tail <= MAX_TAIL:
         raise ValidationError({"tail": [f"Must be a whole number between 1 and {MAX_TAIL}."]})
-    return int(raw)
+    return tail
 
 
 ATTEMPT_PARAMETER = OpenApiParameter(

@@ -32,6 +32,7 @@ from django.db.models import Q
 
 from cluster.errors import ClusterError
 from cluster.pods import log_sources
+from core.text import whole_number
 from workloads.models import Attempt, ReasonCode
 
 logger = logging.getLogger(__name__)
@@ -54,12 +55,13 @@ def attempt_of(raw: str | None, current: int) -> int | None:
     """
     if raw is None or raw == "":
         return None
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:  # "²".isdigit() is True
+    # A number too long to read is still a number past the current attempt: a 404 like any other.
+    number = whole_number(raw, longer=current + 1)
+    if number is None or number < 1:
         raise ValueError(f"Must be a whole number from 1 to {current} (the current attempt).")
-    number = int(raw)
     if number > current:
         have = "it has had only attempt 1" if current == 1 else f"its attempts are 1 to {current}"
-        raise UnknownAttempt(f"No attempt {number}: {have}.")
+        raise UnknownAttempt(f"No attempt {raw.lstrip('0')}: {have}.")
     return number
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.text import whole_number
+
 REF_SEPARATOR = ":"
 NAME_SEPARATOR = "-"
 
@@ -44,7 +46,7 @@ class WorkloadId:
     def _parse(cls, text: str, separator: str) -> WorkloadId | None:
         """``prefix<sep>pk`` → WorkloadId; None for anything else (prefixes never contain ``sep``)."""
         prefix, found, pk = text.partition(separator)
-        # isascii: "²".isdigit() is True, and int() of other scripts' digits would accept them.
-        if not found or not prefix or not pk.isascii() or not pk.isdigit() or len(pk) > 18:
+        number = whole_number(pk, 18)
+        if not found or not prefix or number is None:
             return None
-        return cls(prefix, int(pk))
+        return cls(prefix, number)

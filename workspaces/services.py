@@ -32,6 +32,7 @@ import fleet.services as fleet
 from billing.models import PreemptionEvent
 from core.formatting import format_amount
 from core.queueing import publish_on_commit
+from core.text import whole_number
 from fleet.models import GpuFlavor, unknown_flavor
 from quotas import admission, policy
 from teams.models import Role, Team
@@ -346,8 +347,7 @@ class Verdict:
 
 
 def _pk(value) -> int | None:
-    text = str(value)
-    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
+    return whole_number(value, 18)
 
 
 def authorize(pk, *, cookie: str = "", ticket: str = "") -> Verdict:

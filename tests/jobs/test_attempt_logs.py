@@ -169,6 +169,19 @@ def test_the_api_answers_404_for_an_attempt_the_run_never_had(api, requeued):
     assert missing_pod.status_code == 404 and missing_pod.json() == {"errors": {"detail": ["No such pod."]}}
 
 
+@pytest.mark.parametrize("digits", [25, 4400])
+def test_an_attempt_of_more_digits_than_int_converts_is_one_the_run_never_had(api, client, member, requeued, digits):
+    # int() refuses over 4300 digits with a ValueError, which attempt_of's callers took for its own: a 400 (the API) and
+    # a page whose words were Python's ("Exceeds the limit (4300 digits) for integer string conversion…").
+    raw = "9" * digits
+    for path in ("logs/", "logs/download/"):
+        response = api.get(f"/api/v1/runs/{requeued.pk}/{path}", {"attempt": raw})
+        assert response.status_code == 404, path
+        assert response.json() == {"errors": {"detail": [f"No attempt {raw}: its attempts are 1 to 2."]}}
+    client.force_login(member)
+    assert client.get(f"/runs/{requeued.pk}/", {"attempt": raw}).status_code == 404
+
+
 def test_the_api_reads_an_earlier_attempt_and_names_the_one_it_read(api, requeued):
     body = api.get(f"/api/v1/runs/{requeued.pk}/logs/", {"attempt": "1", "tail": "3"}).json()
     assert body["attempt"] == 1 and body["saved_at"] is not None

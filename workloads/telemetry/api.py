@@ -16,6 +16,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from core.text import whole_number
 from workloads.telemetry.series import MAX_POINTS, GpuNow
 
 #: The most seconds a ``step`` may be (a month: one point per month is as coarse as a chart gets).
@@ -69,9 +70,8 @@ def telemetry_query(request) -> tuple[datetime | None, int | None]:
             errors["since"] = ["Must be a time: RFC 3339 (2026-11-22T10:00:00Z) or Unix seconds."]
     raw = params.get("step")
     if raw is not None:
-        if raw.isascii() and raw.isdigit() and len(raw) <= 9 and 1 <= int(raw) <= MAX_STEP:
-            step = int(raw)
-        else:
+        step = whole_number(raw)
+        if step is None or not 1 <= step <= MAX_STEP:
             errors["step"] = [f"Must be a whole number of seconds from 1 to {MAX_STEP}."]
     if errors:
         raise ValidationError(errors)
@@ -81,8 +81,9 @@ def telemetry_query(request) -> tuple[datetime | None, int | None]:
 def _time(raw: str) -> datetime | None:
     """RFC 3339 (a time without an offset is UTC) or Unix seconds; None for anything else."""
     raw = raw.strip()
-    if raw.isascii() and raw.isdigit() and len(raw) <= 11:
-        return datetime.fromtimestamp(int(raw), tz=UTC)
+    seconds = whole_number(raw, 11)
+    if seconds is not None:
+        return datetime.fromtimestamp(seconds, tz=UTC)
     try:
         at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
