@@ -37,11 +37,20 @@ def record(kind: str, team, key: str, title: str, text: str, ref: str = "", **de
     ``title`` and ``text`` are for people and stand alone (an e-mail's subject and body, a Slack
     message): each names the team, and the workload as :func:`named` says it — never a bare ref,
     which ``ref`` and ``details`` keep for machines.
+
+    Both are one line (docs/notifications.md: Slack shows ``text`` as it is, a title is a subject): they carry words
+    people typed (a reservation's name, a decline's reason) and a cluster's, which may hold line breaks, so every
+    run of whitespace becomes one space here, where every event's words are written.
     """
+    title, text = _one_line(title), _one_line(text)
     Event.objects.bulk_create([Event(key=key[:200], event_kind=kind, team=team, ref=ref, title=title[:200], text=text,
                                      details=details)],
                               ignore_conflicts=True)
     return key[:200]
+
+
+def _one_line(words: str) -> str:
+    return " ".join(words.split())
 
 
 def named(label: RefLabel) -> str:

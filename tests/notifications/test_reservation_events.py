@@ -83,3 +83,14 @@ def test_a_window_unused_30_minutes_in_is_told_once_and_its_end_with_its_use_and
     window.refresh_from_db()
     assert event.details["idle_cost"] == str((window.idle_unit_hours * window.price_per_unit_hour).quantize(
         Decimal("0.01")))
+
+
+def test_a_decline_reason_typed_on_several_lines_is_one_line_in_the_events_text(member, team, staff, flavor):
+    """docs/notifications.md: ``text`` is one line (Slack shows it as it is); a reason is typed in a text area."""
+    FlavorPolicy.objects.create(flavor=flavor, needs_approval=True)
+    declined = services.book(member, booking_of(team, flavor, units=1, name="refused", hours=1))
+    services.decline(staff, declined, "release freeze\r\nuntil Friday;\n\n  ask again then")
+    event = Event.objects.get(key=f"{EventKind.RESERVATION}:{declined.ref}:declined")
+    assert event.text.endswith("Why: release freeze until Friday; ask again then")
+    assert "\n" not in event.text and "\r" not in event.text
+    assert event.details["move"] == "declined"
