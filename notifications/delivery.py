@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import smtplib
 import time
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from notifications.constants import (
 from notifications.models import Delivery, EmailSubscription, Event, MailServer, Webhook
 from notifications.targets import pinned_url, resolve
 from workloads import crypto
+
+logger = logging.getLogger(__name__)
 
 User = get_user_model()
 
@@ -204,9 +207,39 @@ def _send_email(delivery: Delivery) -> tuple[int | None, str, bool]:
     subject = " ".join(f"[Slipway] {event.title}".split())
     try:
         send_mail(subject, f"{event.text}\n", None, [delivery.target])
-    except Exception as exc:  # SMTP and other backends raise many classes: retried, logged in the row
-        return None, f"{exc.__class__.__name__}: {exc}", not isinstance(exc, smtplib.SMTPRecipientsRefused)
+    except Exception as exc:  # SMTP and other backends raise many classes: retried, the row says which class
+        # The server's own words (an SMTP reply to the platform's login or sender, its host) are the operators',
+        # logged here; the row is the team's delivery log and says what kind of failure it was.
+        logger.warning("e-mail delivery %s failed: %s: %s", delivery.pk, exc.__class__.__name__, exc)
+        return None, mail_failure(exc), not isinstance(exc, smtplib.SMTPRecipientsRefused)
     return None, "", False
+
+
+#: What a team admin reads of a failed e-mail (the Team page's delivery log), by the class of its error, the first
+#: that matches; the order puts each class before its bases (the SMTP errors are OSErrors). A timeout comes first and
+#: is looked for in the error's causes too: smtplib raises a server that never greeted as SMTPServerDisconnected
+#: ("Connection unexpectedly closed: timed out") from the socket's TimeoutError.
+MAIL_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
+    (TimeoutError, "the mail server did not answer in time"),
+    (smtplib.SMTPAuthenticationError, "the mail server refused the login"),
+    (smtplib.SMTPSenderRefused, "the mail server refused the sender"),
+    (smtplib.SMTPRecipientsRefused, "the mail server refused the recipient's address"),
+    (smtplib.SMTPDataError, "the mail server refused the message"),
+    (smtplib.SMTPServerDisconnected, "the mail server hung up"),
+    (smtplib.SMTPConnectError, "the mail server refused the connection"),
+    (smtplib.SMTPException, "the mail server refused the e-mail"),
+    (OSError, "the mail server did not answer"),
+)
+
+
+def mail_failure(exc: BaseException) -> str:
+    """The words of a failed e-mail for the team: its class of failure, never the server's reply (logged instead)."""
+    chain = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return next((words for kind, words in MAIL_FAILURES if any(isinstance(error, kind) for error in chain)),
+                "the e-mail could not be sent (the platform's log has why)")
 
 
 def mail_server() -> MailServer:

@@ -38,3 +38,12 @@ class Flaky(BaseEmailBackend):
             raise ConnectionRefusedError(111, "Connection refused")
         self.sent.extend(list(message.to) for message in messages)
         return len(messages)
+
+
+class Locked(BaseEmailBackend):
+    """Refuses the platform's login as an SMTP relay does (535), with its own words: an account and a host."""
+
+    REPLY: ClassVar[bytes] = b"5.7.8 Username and Password not accepted for relay-bot@platform.internal (smtp-7.corp)"
+
+    def send_messages(self, messages) -> int:
+        raise smtplib.SMTPAuthenticationError(535, self.REPLY)
