@@ -205,6 +205,27 @@ def test_the_pool_that_grows_is_the_quickest_of_those_with_room(member, team, qu
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("taking_none", [{"draining": True}, {"health": "lost"}])
+def test_a_cluster_taking_no_new_work_lends_no_free_units_nor_pool_to_the_estimate(member, team, quota, taking_none):
+    """Placement puts nothing new on a draining or lost cluster (Cluster.placeable): its free node and its quicker pool
+    start nothing, so the 8 wait for east's new node, 3 min after first ends."""
+    a100 = GpuFlavor.objects.get(name="a100-80gb")
+    _elastic_east(a100, in_use=8, history=[170.0, 180.0, 200.0])  # median 180 s
+    west = Cluster.objects.create(name="west", nodes=[{"node": "west-a100-0", "resource_name": a100.resource_name,
+                                                       "allocatable": 8, "in_use": 0,
+                                                       "labels": node_selector(a100.to_spec())}],
+                                  nodes_read_at=NOW, **taking_none)
+    NodePool.objects.create(cluster=west, flavor=a100, min_nodes=0, max_nodes=2, history_seconds=[50.0, 60.0, 70.0])
+    assert not west.placeable
+    first = submit_lasting(member, team, "first", 4, "1h", limit=30)
+    TrainingRun.objects.filter(pk=first.pk).update(state="running", started_at=NOW)
+    waiting = submit_lasting(member, team, "wide", 8, "1h", limit=30)
+    estimate = estimated_starts(team, now=NOW)[waiting.ref]
+    assert estimate.at == NOW + timedelta(minutes=33)
+    assert estimate.grows == "after pool a100-80gb on east grows by 1 node (about 3 min)"
+
+
+@pytest.mark.django_db
 def test_a_spot_nodes_free_units_are_no_ready_units_for_on_demand_work(member, team, quota):
     a100 = GpuFlavor.objects.get(name="a100-80gb")
     east = _elastic_east(a100, in_use=8, history=[170.0, 180.0, 200.0])  # median 180 s

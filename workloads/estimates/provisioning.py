@@ -66,7 +66,9 @@ class Pools:
     none; else the clusters with their pools, the nodes as last recorded): what :func:`workloads.estimates.simulate` is fed as each
     flavor's :class:`~workloads.estimates.Growth`, and when admitted work waiting on new nodes should start.
 
-    A flavor no cluster has a pool of gets no growth (a fixed inventory, estimated as before). Of one that has:
+    A flavor no cluster has a pool of gets no growth (a fixed inventory, estimated as before). Of one that has, on the
+    clusters that take new work (:attr:`fleet.models.Cluster.placeable`, placement's rule: a draining or lost
+    cluster's free units and pools start nothing new):
     the units free on the ready on-demand nodes of every cluster offering it (spot work does not wait for a pool), the room its pools may still grow into
     (:func:`fleet.pools.with_headroom`'s nodes), the units of nodes being provisioned that the work waiting on
     them leaves free, and the pool that grows first — of those with room, the quickest by its median.
@@ -78,12 +80,18 @@ class Pools:
         self.room: dict[int, int] = dict.fromkeys(flavors, 0)
         self.coming: dict[int, int] = dict.fromkeys(flavors, 0)
         self.growing: dict[int, list[NodePool]] = {}
+        self.placing: set[int] = set()  # the clusters counted: those taking new work
         room_of: dict[int, int] = {}  # pool pk → units it may still add
         # One query when no pool offers these flavors (then nothing more: fixed inventories, as before).
         if not NodePool.objects.filter(flavor_id__in=list(flavors)).exists():
             return
         for cluster in Cluster.objects.prefetch_related("pools__flavor"):
             elastic = {pool.flavor_id: pool for pool in pools_of(cluster) if pool.flavor_id in flavors}
+            if not cluster.placeable:
+                # Work already there waiting on its nodes still gets them (its pool, for start_of); nothing else.
+                self.pools.update({(cluster.pk, flavor_id): pool for flavor_id, pool in elastic.items()})
+                continue
+            self.placing.add(cluster.pk)
             nodes = recorded_nodes(cluster)  # with the room its pools may still grow into, as headroom nodes
             for flavor_id, flavor in flavors.items():
                 own = [node for node in nodes if offers(node, flavor.to_spec())]
@@ -127,8 +135,11 @@ class Pools:
         should be ready)."""
         result = {}
         for flavor_id, pool in ((f, self.first(f)) for f in self.growing):
-            waiters = [w for w, _units in waiting if w.flavor_id == flavor_id]
-            spare = max(self.coming[flavor_id] - sum(units for w, units in waiting if w.flavor_id == flavor_id), 0)
+            # The nodes coming on a cluster taking no new work are not counted, nor is the work waiting on them.
+            waiting_here = [(w, units) for w, units in waiting
+                            if w.flavor_id == flavor_id and getattr(w, "cluster_id", None) in self.placing]
+            waiters = [w for w, _units in waiting_here]
+            spare = max(self.coming[flavor_id] - sum(units for _w, units in waiting_here), 0)
             coming = ()
             if spare:
                 when = max((self.start_of(w, now, tail) for w in waiters), default=None)
