@@ -156,6 +156,14 @@ def format_duration(value) -> str:
     return f"{sec} s"
 
 
+def half_up(value: float) -> int:
+    """``value`` (not negative) to the nearest whole number, a half up, as a reader rounds: 2.5 h is "3 h".
+
+    Python's ``round`` takes a half to the even number (2.5 → 2, 3.5 → 4), so 150 min read "2 h" and a range of
+    150 min read "100 min–2 h"."""
+    return int(Decimal(str(value)).quantize(Decimal(1), ROUND_HALF_UP))
+
+
 def count_of(number: int, noun: str, plural: str | None = None) -> str:
     """``1 replica``, ``3 replicas``, ``0 replicas``: a count with its noun in the right number."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"

@@ -51,6 +51,19 @@ def test_the_words_say_a_bound_is_a_bound_and_a_range_is_a_range():
     assert StartEstimate(None, unknown="start time unknown: x").words(T0) == "start time unknown: x"
 
 
+def test_hours_and_minutes_round_a_half_up_as_a_reader_does():
+    """round() takes a half to the even number: 150 min read "2 h" and its range "100 min–2 h"."""
+    at = T0 + timedelta(minutes=150)
+    assert StartEstimate(at, ()).words(T0) == "starts in about 3 h"
+    assert StartEstimate(at, (), earliest=T0 + timedelta(minutes=100), latest=at).words(T0) == (
+        f"starts in 100 min–3 h, by {clock(at)} at the latest")
+    assert StartEstimate(at, (), earliest=T0 + timedelta(minutes=150), latest=T0 + timedelta(minutes=270)).words(
+        T0) == f"starts in 3–5 h, by {clock(T0 + timedelta(minutes=270))} at the latest"
+    # Minutes from seconds too: 2 min 30 s is about 3 min, 3 min 30 s about 4.
+    assert StartEstimate(T0 + timedelta(seconds=150), ()).words(T0) == "starts in about 3 min"
+    assert StartEstimate(T0 + timedelta(seconds=210), ()).words(T0) == "starts in about 4 min"
+
+
 def test_limit_use_takes_a_quantile_for_the_ranges_low_end():
     spans = [(60.0 * (2.4 + 0.25 * i), 1800.0) for i in range(20)]
     assert estimates.limit_use(spans, estimates.EARLY_USE_QUANTILE) == pytest.approx(2.65 / 30)

@@ -60,7 +60,7 @@ from django.utils import timezone
 from billing import reserved
 from billing.ledger import month_end
 from billing.models import QuotaHold
-from core.formatting import format_clock, format_when
+from core.formatting import format_clock, format_when, half_up
 from quotas import fairshare
 from quotas.constants import AdmissionCode
 from quotas.decide import Decision
@@ -164,11 +164,11 @@ class StartEstimate:
 
 
 def _minutes(at: datetime, now: datetime) -> int:
-    return max(round((at - now).total_seconds() / 60), 1)
+    return max(half_up((at - now).total_seconds() / 60), 1)
 
 
 def _span(minutes: int) -> str:
-    return f"{minutes} min" if minutes < 120 else f"{round(minutes / 60)} h"
+    return f"{minutes} min" if minutes < 120 else f"{half_up(minutes / 60)} h"
 
 
 def _range(low: int, high: int) -> str:
@@ -176,8 +176,8 @@ def _range(low: int, high: int) -> str:
     if high < 120:
         return f"{low}–{high} min"
     if low >= 120:
-        return f"{round(low / 60)}–{round(high / 60)} h"
-    return f"{low} min–{round(high / 60)} h"
+        return f"{half_up(low / 60)}–{half_up(high / 60)} h"
+    return f"{low} min–{half_up(high / 60)} h"
 
 
 def _ahead(workload) -> Ahead:
