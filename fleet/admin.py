@@ -14,7 +14,7 @@ frameworks and when it was last asked; staff may override it (``training_api_ove
 other fields of the save). A cluster added here is asked at once (:func:`fleet.services.registered`).
 
 Its elastic pools (docs/pools.md) are an inline of its page: staff set each pool's flavor, min, max, mode and
-idle minutes (min ≤ max, max at most :data:`fleet.pools.MAX_NODES`); what the pool has now (nodes ready and
+idle minutes (min ≤ max, max at most :data:`fleet.models.MAX_NODES`); what the pool has now (nodes ready and
 provisioning, from the nodes as last read), the autoscaler's own limit and the provisioning times it observed are
 read-only. The inline's saves go through :func:`fleet.pools.change_pools`, as the API's do, so each is audited
 with what changed; a row whose flavor is changed is that flavor's pool removed and the other's set.
@@ -35,17 +35,11 @@ SECRET_FIELD, SECRET_SUMMARY = "kubeconfig", "kubeconfig_summary"
 
 
 class NodePoolForm(forms.ModelForm):
-    """A pool's settings; the model's own rules (min ≤ max, idle minutes 1 to 1440) and the cap on ``max``."""
+    """A pool's settings; the model's own rules (min ≤ max, idle minutes 1 to 1440, ``max`` at most 1000)."""
 
     class Meta:
         model = NodePool
         fields = ["flavor", "min_nodes", "max_nodes", "mode", "unneeded_minutes"]
-
-    def clean_max_nodes(self) -> int:
-        value = self.cleaned_data["max_nodes"]
-        if value is not None and value > pools.MAX_NODES:
-            raise forms.ValidationError(f"At most {pools.MAX_NODES} nodes.")
-        return value
 
 
 class NodePoolInline(admin.TabularInline):

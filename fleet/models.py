@@ -317,6 +317,14 @@ class GpuFlavor(models.Model):
         )
 
 
+#: The most nodes a pool's ``max`` may say: the field's own rule, so the admin console, the API and code
+#: (:func:`fleet.pools.set_pool`, seed_demo) all hold to it. Every node a pool may still add is offered to each reader
+#: of the cluster's nodes as a headroom node (:func:`fleet.pools.with_headroom`), so a ``max`` of millions would make
+#: every read build millions of them; a thousand GPU nodes is beyond the largest pool of one flavor a Slipway cluster
+#: is known to run.
+MAX_NODES = 1000
+
+
 class NodePool(models.Model):
     """An elastic pool (docs/pools.md): one cluster's nodes of one flavor, which an autoscaler adds and removes
     between ``min_nodes`` and ``max_nodes``; each node offers the flavor's ``max_units_per_node`` units.
@@ -331,8 +339,9 @@ class NodePool(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pools")
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="pools")
     min_nodes = models.PositiveIntegerField(default=0, help_text="Nodes the pool keeps even when idle.")
-    max_nodes = models.PositiveIntegerField(validators=[MinValueValidator(1)],
-                                            help_text="The most nodes it may ever have (what quota follows).")
+    max_nodes = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_NODES, f"At most {MAX_NODES} nodes.")],
+        help_text="The most nodes it may ever have (what quota follows).")
     mode = models.CharField(max_length=10, choices=PoolMode.choices, default=PoolMode.ATOMIC,
                             help_text="atomic: a workload's nodes are asked for at once with a ProvisioningRequest "
                                       "and it starts when all are up; any: the autoscaler adds nodes one by one.")

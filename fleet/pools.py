@@ -33,13 +33,6 @@ HEADROOM_NAME = "{flavor}-pool+{i}"
 #: The fields staff change (the admin console, the clusters API's PATCH), as the API names them.
 API_FIELDS = {"min": "min_nodes", "max": "max_nodes", "mode": "mode", "unneeded_minutes": "unneeded_minutes"}
 
-#: The most nodes a pool's ``max`` may say (the API and the admin console refuse more). Every node a pool may
-#: still add is offered to each reader of the cluster's nodes as a headroom node (:func:`with_headroom`), so a
-#: ``max`` of millions would make every read build millions of them; a thousand GPU nodes is beyond the largest
-#: pool of one flavor a Slipway cluster is known to run.
-MAX_NODES = 1000
-
-
 @dataclass(frozen=True)
 class PoolStatus:
     """What a pool has now: nodes ready, and nodes up but not Ready yet."""
@@ -126,8 +119,9 @@ def lock_pools(cluster: Cluster) -> None:
 
 
 def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePool:
-    """Create or change ``cluster``'s pool of ``flavor`` with ``values`` (model field names, already valid).
-    Audited with what changed. A ``ValidationError`` (min above max, with the pool's own values) writes nothing."""
+    """Create or change ``cluster``'s pool of ``flavor`` with ``values`` (model field names). Audited with what
+    changed. A ``ValidationError`` writes nothing: the model's rules are checked here, for every caller (min above max
+    with the pool's own values, a max above :data:`fleet.models.MAX_NODES`)."""
     with transaction.atomic():
         lock_pools(cluster)
         pool = NodePool.objects.filter(cluster=cluster, flavor=flavor).first()
@@ -137,7 +131,9 @@ def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePo
         changed = {k: v for k, v in values.items() if getattr(pool, k, None) != v}
         for field, value in changed.items():
             setattr(pool, field, value)
-        pool.clean()  # min ≤ max under the cluster's lock: two changes at once never leave the pool inverted
+        # The fields' rules and min ≤ max, under the cluster's lock: two changes at once never leave the pool
+        # inverted. Uniqueness is the lock's (the pool was looked for under it).
+        pool.full_clean(validate_unique=False, validate_constraints=False)
         if created or changed:
             pool.save()
             audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",

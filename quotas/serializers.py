@@ -19,8 +19,7 @@ from cluster.specs import ISOLATION
 from cluster.training import TRAINING_APIS
 from core.formatting import MONEY_ROUNDING
 from fleet.constants import Sharing
-from fleet.models import FLAVOR_NAME, GpuFlavor, NodePool, unknown_flavor
-from fleet.pools import MAX_NODES
+from fleet.models import FLAVOR_NAME, MAX_NODES, GpuFlavor, NodePool, unknown_flavor
 from quotas.models import Cohort
 from teams.models import Team
 from teams.serializers import TeamSerializer

@@ -10,8 +10,7 @@ import pytest
 from django.utils import timezone
 
 import fleet.services as fleet
-from fleet.models import Cluster, NodePool
-from fleet.pools import MAX_NODES
+from fleet.models import MAX_NODES, Cluster, NodePool
 from teams.models import AuditEvent
 from tests.fleet.conftest import node
 from tests.fleet.test_clusters import edit_form

@@ -7,11 +7,12 @@ from dataclasses import replace
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 import fleet.services as fleet
-from fleet.models import Cluster, NodePool
-from fleet.pools import MAX_NODES
+from fleet.models import MAX_NODES, Cluster, NodePool
+from fleet.pools import set_pool
 from teams.models import AuditEvent
 from tests.factories import make_user
 from tests.fleet.conftest import node
@@ -105,6 +106,21 @@ def test_every_bad_field_is_a_400_naming_it_and_nothing_is_written(east, flavors
     assert not NodePool.objects.exists()
     assert Cluster.objects.get(name="east").state == "ready"
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.CLUSTER_CHANGED).exists()
+
+
+def test_code_setting_a_pool_holds_to_the_same_cap_on_max(east, flavors, staff):
+    """The cap is the field's (fleet.models.MAX_NODES): set_pool from code (seed_demo) refuses past it as the API and
+    the admin console do, and writes nothing; at the cap it is taken."""
+    a100 = flavors["a100-80gb"]
+    with pytest.raises(ValidationError) as refused:
+        set_pool(east, a100, {"max_nodes": MAX_NODES + 1}, staff)
+    assert refused.value.message_dict == {"max_nodes": [f"At most {MAX_NODES} nodes."]}
+    assert not NodePool.objects.exists()
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.CLUSTER_CHANGED).exists()
+    assert set_pool(east, a100, {"max_nodes": MAX_NODES}, staff).max_nodes == MAX_NODES
+    with pytest.raises(ValidationError):
+        set_pool(east, a100, {"max_nodes": 10**6}, staff)
+    assert NodePool.objects.get().max_nodes == MAX_NODES
 
 
 def test_a_lower_max_may_not_leave_the_pools_own_min_above_it(east, flavors, staff, api_client_for):
