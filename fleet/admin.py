@@ -163,13 +163,15 @@ class ClusterAdmin(admin.ModelAdmin):
     def frameworks_(self, cluster: Cluster) -> str:
         return ", ".join(cluster.frameworks) or "none"
 
-    @admin.action(description="Drain: no new placements, running work finishes")
+    # permissions: an action without them is offered to, and run for, anyone who may view the list (read-only
+    # Support); draining needs fleet.change_cluster here as in the API (docs/security.md "Staff roles").
+    @admin.action(description="Drain: no new placements, running work finishes", permissions=["change"])
     def drain(self, request, queryset) -> None:
         for cluster in queryset:
             services.set_draining(cluster, True, request.user)
         messages.success(request, f"Draining: {', '.join(c.name for c in queryset)}.")
 
-    @admin.action(description="Make ready: placeable again")
+    @admin.action(description="Make ready: placeable again", permissions=["change"])
     def make_ready(self, request, queryset) -> None:
         for cluster in queryset:
             services.set_draining(cluster, False, request.user)

@@ -186,7 +186,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
-    @admin.action(description="Revoke selected tokens")
+    # permissions: without them the action is offered to, and run for, whoever may view the list.
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request, queryset):
         for token in queryset:
             services.revoke_api_token(request.user, token, ip=services.client_ip(request))

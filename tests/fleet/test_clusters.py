@@ -328,6 +328,25 @@ def test_the_admin_lists_each_clusters_health_and_drains_it(clusters, staff, cli
     assert AuditEvent.objects.filter(action=AuditEvent.Action.CLUSTER_CHANGED, actor=staff).count() == 1
 
 
+def test_a_staff_user_who_may_only_view_clusters_cannot_drain_one_from_the_list(clusters, client):
+    """docs/security.md "Staff roles": draining a cluster needs fleet.change_cluster, in the console as in the API.
+    Read-only Support sees the list, and its actions neither offer nor run a drain (nothing written, nothing
+    audited)."""
+    reader = make_user("sue")
+    reader.is_staff = True
+    reader.save(update_fields=["is_staff"])
+    reader.groups.add(Group.objects.get(name="Support (read-only)"))
+    west = Cluster.objects.get(name="west")
+    client.force_login(reader)
+    page = client.get("/admin/fleet/cluster/")
+    assert page.status_code == 200 and 'value="drain"' not in page.content.decode()
+    for action, draining in (("drain", False), ("make_ready", True)):
+        Cluster.objects.filter(pk=west.pk).update(draining=draining)
+        client.post("/admin/fleet/cluster/", {"action": action, "_selected_action": [west.pk]})
+        assert Cluster.objects.get(pk=west.pk).draining is draining
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.CLUSTER_CHANGED).exists()
+
+
 def test_the_capacity_page_adds_up_the_clusters_and_names_each_nodes_cluster(clusters, staff, client):
     Cluster.objects.filter(name="east").update(health="lost", silent_since=timezone.now())
     client.force_login(staff)

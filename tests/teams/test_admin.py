@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from django.contrib.auth.models import Permission
+
 from teams.admin import audit_membership_changes
 from teams.models import ApiToken, AuditEvent, Membership, Role
 from teams.services import audit, create_api_token
@@ -60,6 +62,23 @@ def test_it_lets_staff_revoke_but_not_create_tokens(client, staff, member):
     assert token.revoked_at is not None
     assert ApiToken.objects.usable().count() == 0
     assert AuditEvent.objects.filter(action=AuditEvent.Action.TOKEN_REVOKED, actor=staff).count() == 1
+
+
+def test_a_staff_user_who_may_only_view_tokens_cannot_revoke_one(client, member):
+    """Revoking is a change (docs/security.md "Staff roles": the model's change permission in the console):
+    a staff user given view_apitoken alone reads the list, is offered no revoke and revokes nothing."""
+    token, _raw = create_api_token(member, "ci")
+    reader = make_user("vera")
+    reader.is_staff = True
+    reader.save(update_fields=["is_staff"])
+    reader.user_permissions.add(Permission.objects.get(codename="view_apitoken"))
+    client.force_login(reader)
+    page = client.get("/admin/portal/apitoken/")
+    assert page.status_code == 200 and 'value="revoke"' not in page.content.decode()
+    client.post("/admin/portal/apitoken/", {"action": "revoke", "_selected_action": [token.pk]})
+    token.refresh_from_db()
+    assert token.revoked_at is None
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.TOKEN_REVOKED).exists()
 
 
 def test_it_audits_each_membership_change_of_the_team_inline(rf, staff, team, member, viewer, outsider):
