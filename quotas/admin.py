@@ -18,7 +18,7 @@ from billing.ledger import spent_month
 from billing.models import BudgetMonth, ClusterPrice, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord
 from core.admin import ReadOnlyAdmin, money_column, when_column
 from core.formatting import format_money
-from fleet.models import GpuFlavor
+from fleet.models import Cluster, GpuFlavor
 from quotas import services
 from quotas.facts import in_use_of_row, units_of
 from quotas.models import Cohort, QueuedRequest, TeamQuota, TeamSharing
@@ -154,8 +154,14 @@ class GpuFlavorAdmin(admin.ModelAdmin):
         # Cluster prices go through the quota service too (audited with old and new).
         formset.save(commit=False)
         ip = client_ip(request)
+        initial = {row.instance.pk: row.initial for row in formset.initial_forms}
         for obj in formset.deleted_objects:
             billing_services.set_cluster_price(request.user, form.instance, obj.cluster, None, ip=ip)
+        for obj, fields in formset.changed_objects:
+            if "cluster" in fields:  # moved to another cluster: the old one charges the flavor's price again
+                old_cluster = Cluster.objects.filter(pk=initial.get(obj.pk, {}).get("cluster")).first()
+                if old_cluster is not None:
+                    billing_services.set_cluster_price(request.user, form.instance, old_cluster, None, ip=ip)
         for obj in [*formset.new_objects, *(o for o, _fields in formset.changed_objects)]:
             billing_services.set_cluster_price(request.user, form.instance, obj.cluster, obj.price_per_hour,
                                        obj.spot_price_per_hour, ip=ip)

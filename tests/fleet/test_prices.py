@@ -92,6 +92,28 @@ def test_staff_price_a_flavor_per_cluster_in_the_admin(clusters, flavors, staff,
                                      actor=staff).exists()
 
 
+def test_a_price_moved_to_another_cluster_in_the_admin_leaves_its_former_cluster(clusters, flavors, staff, client):
+    """The inline row east 3.25 changed to west 3.25: west charges 3.25 and east the flavor's price again (both
+    audited), as a quota moved to another flavor leaves its former one; east kept its 3.25 beside west's."""
+    a100, east, west = flavors["a100-80gb"], Cluster.objects.get(name="east"), Cluster.objects.get(name="west")
+    row = set_cluster_price(staff, a100, east, Decimal("3.25"))
+    client.force_login(staff)
+    url = f"/admin/fleet/gpuflavor/{a100.pk}/change/"
+    form = client.get(url).context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None and not isinstance(v, (list, dict))}
+    data.update({"node_labels": "{}", "tolerations": "[]", "cluster_prices-TOTAL_FORMS": "1",
+                 "cluster_prices-INITIAL_FORMS": "1", "cluster_prices-0-id": row.pk, "cluster_prices-0-flavor": a100.pk,
+                 "cluster_prices-0-cluster": west.pk, "cluster_prices-0-price_per_hour": "3.25",
+                 "cluster_prices-0-spot_price_per_hour": ""})
+    response = client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert list(ClusterPrice.objects.filter(flavor=a100).values_list("cluster__name", "price_per_hour")) == [
+        ("west", Decimal("3.25"))]
+    targets = set(AuditEvent.objects.filter(action=AuditEvent.Action.PRICE_CHANGED, actor=staff)
+                  .values_list("target", flat=True))
+    assert targets == {"flavor a100-80gb on east", "flavor a100-80gb on west"}
+
+
 def test_a_burst_of_applies_counts_what_was_just_placed_and_spreads(priced, submit, flavors):
     # The clusters show the same free A100s to every apply (their nodes do not show pods not bound yet).
     priced["east"].nodes = [node("east-a100-0", flavors["a100-80gb"], free=5)]
