@@ -8,6 +8,7 @@ from decimal import ROUND_DOWN, Decimal
 
 from django.conf import settings
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
@@ -305,6 +306,39 @@ class IdlePoolsSerializer(serializers.Serializer):
 MAX_INTEGER = 2**31 - 1
 
 
+class StrictBodySerializer(serializers.Serializer):
+    """A body every key of which is one of its fields: another (a misspelt ``borowing_limit``) is a 400 on it.
+
+    DRF leaves unknown keys out, and these bodies are whole (a PUT) or partial (a PATCH): a misspelt field
+    silently took its default (a cohort's ``min_runtime_minute`` reset its ``min_runtime_minutes`` to 10, a
+    quota's ``borowing_limit`` made its borrowing unlimited) or changed nothing, and answered 200. Reported with
+    the other fields' errors, all at once.
+    """
+
+    def to_internal_value(self, data):
+        unknown = sorted(key for key in data if key not in self.fields) if isinstance(data, dict) else []
+        errors = {str(key)[:100]: [f"Unknown field: this body takes {', '.join(self.fields)}."] for key in unknown}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if errors and isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**errors, **exc.detail}) from exc
+            raise
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+
+class StrictBodySchema(OpenApiSerializerExtension):
+    """Such a body in the schema: no properties but its own (``additionalProperties: false``), as it is checked."""
+
+    target_class = StrictBodySerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        return {**auto_schema._map_basic_serializer(self.target, direction), "additionalProperties": False}
+
+
 class WholeNumberField(serializers.IntegerField):
     def __init__(self, **kwargs):
         kwargs.setdefault("min_value", 0)
@@ -366,7 +400,7 @@ class CohortSerializer(serializers.ModelSerializer):
         return sorted(sharing.team.slug for sharing in cohort.members.all())
 
 
-class CohortInputSerializer(serializers.Serializer):
+class CohortInputSerializer(StrictBodySerializer):
     """The body of ``PUT /cohorts/{name}/``: the whole cohort (a field left out takes its default)."""
 
     name = NameField(max_length=63, validators=[FLAVOR_NAME], required=False,
@@ -400,7 +434,7 @@ class QuotaRowSerializer(serializers.Serializer):
     queued = serializers.IntegerField()
 
 
-class QuotaInputSerializer(serializers.Serializer):
+class QuotaInputSerializer(StrictBodySerializer):
     """The body of ``PUT /teams/{slug}/quotas/{flavor}/``: the whole quota (limit null removes it)."""
 
     limit = WholeNumberField(allow_null=True, help_text="Units the team may use at once; null removes the quota.")
@@ -430,7 +464,7 @@ class TeamDetailSerializer(TeamSerializer):
         return team.caller_role
 
 
-class TeamSharingInputSerializer(serializers.Serializer):
+class TeamSharingInputSerializer(StrictBodySerializer):
     """The body of ``PATCH /teams/{slug}/`` (platform staff): either setting, or both."""
 
     fair_weight = WeightField(required=False, help_text="Fair-share weight, 0 or more (0: borrows last).")
@@ -503,7 +537,7 @@ class ClusterSerializer(serializers.Serializer):
     pools = PoolSerializer(many=True, help_text="Its elastic node pools (docs/pools.md); empty: a fixed inventory.")
 
 
-class PoolInputSerializer(serializers.Serializer):
+class PoolInputSerializer(StrictBodySerializer):
     """One pool in ``PATCH /clusters/{name}/``'s ``pools``: create or change the cluster's pool of ``flavor``, or
     remove it (``remove``: its nodes are a fixed inventory again). A flavor no node of the cluster offers yet is
     accepted: a pool may start at 0 nodes (its autoscaler builds the first one for the first workload)."""
@@ -545,7 +579,7 @@ class PoolInputSerializer(serializers.Serializer):
         return attrs
 
 
-class ClusterInputSerializer(serializers.Serializer):
+class ClusterInputSerializer(StrictBodySerializer):
     """The body of ``PATCH /clusters/{name}/``: drain it or make it ready again, override its training API, change
     its elastic pools; any of them."""
 
