@@ -307,7 +307,8 @@ MAX_INTEGER = 2**31 - 1
 
 
 class StrictBodySerializer(serializers.Serializer):
-    """A body every key of which is one of its fields: another (a misspelt ``borowing_limit``) is a 400 on it.
+    """A body every key of which is one of its fields: another (a misspelt ``borowing_limit``) is a 400, under
+    ``non_field_errors`` as the API's other bodies answer one ("Unknown field(s): …", docs/api.md).
 
     DRF leaves unknown keys out, and these bodies are whole (a PUT) or partial (a PATCH): a misspelt field
     silently took its default (a cohort's ``min_runtime_minute`` reset its ``min_runtime_minutes`` to 10, a
@@ -316,13 +317,16 @@ class StrictBodySerializer(serializers.Serializer):
     """
 
     def to_internal_value(self, data):
-        unknown = sorted(key for key in data if key not in self.fields) if isinstance(data, dict) else []
-        errors = {str(key)[:100]: [f"Unknown field: this body takes {', '.join(self.fields)}."] for key in unknown}
+        unknown = sorted(str(key)[:100] for key in data if key not in self.fields) if isinstance(data, dict) else []
+        words = [f"Unknown field(s): {', '.join(unknown)[:200]}; this body takes {', '.join(self.fields)}."]
+        errors = {api_settings.NON_FIELD_ERRORS_KEY: words} if unknown else {}
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:
             if errors and isinstance(exc.detail, dict):
-                raise serializers.ValidationError({**errors, **exc.detail}) from exc
+                detail = dict(exc.detail)
+                detail[api_settings.NON_FIELD_ERRORS_KEY] = [*words, *detail.get(api_settings.NON_FIELD_ERRORS_KEY, [])]
+                raise serializers.ValidationError(detail) from exc
             raise
         if errors:
             raise serializers.ValidationError(errors)
