@@ -312,7 +312,10 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
                 call_command("migrate", verbosity=0, interactive=False, run_syncdb=True)
         yield
         return
-    test_name = db["TEST"]["NAME"]
+    # Django's own name for it: TEST's NAME, which pytest-django sets for an xdist worker, else "test_" + NAME (a
+    # pytest started by a test has no TEST NAME: read as it was, None, the copy was a database named "None" and the
+    # tests ran in the server's maintenance database "postgres", whatever it held from earlier runs).
+    test_name = connection.creation._get_test_db_name()
     with django_db_blocker.unblock():
         db_template.copy_test_database(db, test_name, migrate_into)
         point_at(test_name)
