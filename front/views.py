@@ -195,7 +195,7 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
     team, is_admin = membership.team, membership.allows(Role.ADMIN)
     refused = refused or {}
     members = list(team.memberships.select_related("user").order_by("user__username"))
-    admins = [m.pk for m in members if m.role == Role.ADMIN]
+    admins = [m.pk for m in members if m.manages_team]
     context = {
         "team": team, "membership": membership, "is_admin": is_admin, "roles": Role.choices,
         "members": [(m, refused.get(m.pk, [])) for m in members],

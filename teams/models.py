@@ -125,6 +125,14 @@ class Membership(models.Model):
         """Whether this membership's role is at least ``role``."""
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
 
+    @property
+    def manages_team(self) -> bool:
+        """Whether it is an admin who can act: the team keeps one at least (:mod:`teams.services`).
+
+        A deactivated account cannot sign in, so its admin role manages nothing.
+        """
+        return self.role == Role.ADMIN and self.user.is_active
+
 
 class GroupMapping(models.Model):
     """A value of the identity provider's groups claim that gives its holders a role in a team.

@@ -139,8 +139,13 @@ def _check_role(role: str) -> None:
 
 
 def _other_admins(membership: Membership) -> bool:
-    """Whether the team has an admin besides ``membership`` (the caller holds the team's lock)."""
-    return membership.team.memberships.filter(role=Role.ADMIN).exclude(pk=membership.pk).exists()
+    """Whether the team has an admin besides ``membership`` who can act (the caller holds the team's lock).
+
+    :attr:`Membership.manages_team`: counting a deactivated admin let the last admin who can sign
+    in step down or be removed, leaving the team to staff.
+    """
+    others = membership.team.memberships.filter(role=Role.ADMIN).exclude(pk=membership.pk).select_related("user")
+    return any(other.manages_team for other in others)
 
 
 def _audit_membership(actor, membership: Membership, change: str, ip: str | None, **details) -> None:

@@ -174,6 +174,18 @@ def test_the_last_admin_cannot_demote_themselves(team_admin_client, team_admin, 
     assert membership_of(team_admin).role == Role.ADMIN and not AuditEvent.objects.filter(action=AuditEvent.Action.MEMBERSHIP_CHANGED).exists()
 
 
+def test_a_deactivated_admin_leaves_the_page_one_admin_who_manages_the_team(team_admin_client, team_admin, member,
+                                                                           team):
+    """The page offers no Remove for the only admin who can sign in, as the service refuses it."""
+    Membership.objects.filter(user=member).update(role=Role.ADMIN)
+    member.is_active = False
+    member.save(update_fields=["is_active"])
+    html = team_admin_client.get(PAGE).content.decode()
+    ada = membership_of(team_admin).pk
+    assert "the team's only admin" in html and f"/members/{ada}/remove/" not in html
+    assert f"/members/{membership_of(member).pk}/remove/" in html  # the deactivated one may go
+
+
 def test_an_unknown_role_is_a_400(team_admin_client, member, team):
     response = team_admin_client.post(f"/teams/ml-research/members/{membership_of(member).pk}/role/", {"role": "root"})
     assert response.status_code == 400 and "Select a valid choice" in response.content.decode()

@@ -114,6 +114,19 @@ def test_the_last_admin_cannot_demote_themselves(team, team_admin, member):
     assert membership_of(team_admin).role == Role.ADMIN and membership_events() == []
 
 
+def test_a_deactivated_admin_is_not_another_admin(team, team_admin, member):
+    """An account staff deactivated cannot sign in: its admin role leaves the team nobody to manage it."""
+    change_role(team_admin, membership_of(member), Role.ADMIN)
+    member.is_active = False
+    member.save(update_fields=["is_active"])
+    with pytest.raises(ValidationError) as caught:
+        change_role(team_admin, membership_of(team_admin), Role.MEMBER)
+    assert caught.value.message_dict == {"role": ["ada is the team's last admin: make someone else admin first."]}
+    with pytest.raises(ValidationError, match="last admin"):
+        remove_member(team_admin, membership_of(team_admin))
+    assert membership_of(team_admin).role == Role.ADMIN
+
+
 def test_an_admin_may_step_down_once_another_admin_is_there(team, team_admin, member):
     change_role(team_admin, membership_of(member), Role.ADMIN)
     change_role(team_admin, membership_of(team_admin), Role.VIEWER)
