@@ -448,6 +448,20 @@ class QuotaInputSerializer(StrictBodySerializer):
                                      help_text="Units of its unused quota its cohort may borrow (null: all of it; "
                                                "more than limit is the same).")
 
+    def validate(self, attrs):
+        """A quota removed keeps no limits: ``{"limit": null, "borrowing_limit": 3}`` dropped the 3 and answered 200.
+
+        A team without a quota of a flavor borrows as much as its cohort lends; "no quota of its own, at
+        most 3 borrowed" is ``limit`` 0 with ``borrowing_limit`` 3, which the error says.
+        """
+        if attrs["limit"] is None:
+            errors = {name: [f"A quota removed (limit null) keeps no {name}: to keep it, give a limit "
+                             f"(0: nothing of the team's own)."]
+                      for name in ("borrowing_limit", "lending_limit") if attrs.get(name) is not None}
+            if errors:
+                raise serializers.ValidationError(errors)
+        return attrs
+
 
 class TeamDetailSerializer(TeamSerializer):
     """``GET /teams/{slug}/``: the team as listed, with its place in quota sharing."""

@@ -251,6 +251,9 @@ def test_staff_put_a_quota_of_a_team_they_do_not_belong_to_and_members_cannot(ap
     ("a100-80gb", [4], "non_field_errors"),
     # A misspelt field left borrowing unlimited (null) and answered 200.
     ("a100-80gb", {"limit": 4, "borowing_limit": 0}, "non_field_errors"),
+    # A quota removed kept no borrowing limit: the 3 was dropped and the answer was 200.
+    ("a100-80gb", {"limit": None, "borrowing_limit": 3}, "borrowing_limit"),
+    ("a100-80gb", {"limit": None, "lending_limit": 0}, "lending_limit"),
 ])
 def test_bad_quota_input_is_a_400_that_writes_nothing(as_staff, quota, flavor, body, field):
     before = state()
