@@ -366,10 +366,12 @@ class WeightField(serializers.DecimalField):
     """A JSON number from 0 to under 100,000 (``TeamSharing.fair_weight``), shown as a number.
 
     Kept to three decimals, the rest cut (a JSON number such as 2.0000000001 is a valid weight
-    to the schema, which has no way to say "three decimals" of a binary float).
+    to the schema, which has no way to say "three decimals" of a binary float). A weight above 0
+    is at least 0.001: cut to three decimals, 1.5e-7 became 0, which means "borrows last".
     """
 
     LIMIT = 100_000
+    default_error_messages = {"too_small": "A weight above 0 is at least 0.001 (0: the team borrows last)."}
 
     def __init__(self, **kwargs):
         # No max_value: max_digits alone makes the schema say "under 100,000" (exclusive).
@@ -379,7 +381,10 @@ class WeightField(serializers.DecimalField):
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         if isinstance(data, float) and 0 <= data < self.LIMIT:  # NaN and the infinities are not
-            data = Decimal(repr(data)).quantize(Decimal("0.001"), rounding=ROUND_DOWN)
+            cut = Decimal(repr(data)).quantize(Decimal("0.001"), rounding=ROUND_DOWN)
+            if data > 0 and cut == 0:
+                self.fail("too_small")
+            data = cut
         return super().to_internal_value(data)
 
 

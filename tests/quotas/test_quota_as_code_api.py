@@ -329,6 +329,8 @@ def test_only_staff_change_a_teams_sharing(api_client_for, api, viewer, team_adm
     ({"fair_weight": "2.5"}, "fair_weight"),
     ({"fair_weight": 1e300}, "fair_weight"),
     ({"fair_weight": -1e-300}, "fair_weight"),
+    ({"fair_weight": 1.5e-7}, "fair_weight"),  # cut to three decimals it was 0, "borrows last", answered 200
+    ({"fair_weight": 0.0009}, "fair_weight"),
     ({"fair_weight": 100000}, "fair_weight"),
     ({"fair_weight": True}, "fair_weight"),
     ({"fair_weight": None}, "fair_weight"),
