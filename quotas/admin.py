@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
-from django.db import transaction
 
 from billing import services as billing_services
 from billing.ledger import spent_month
 from billing.models import BudgetMonth, ClusterPrice, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord
-from core.admin import ReadOnlyAdmin, money_column, when_column
+from core.admin import DeletesOneByOne, ReadOnlyAdmin, money_column, when_column
 from core.formatting import format_money
 from fleet.models import Cluster, GpuFlavor
 from quotas import services
@@ -180,7 +179,7 @@ class GpuFlavorAdmin(admin.ModelAdmin):
 
 
 @admin.register(TeamQuota)
-class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
+class TeamQuotaAdmin(InUseMixin, DeletesOneByOne):
     list_display = ["team", "flavor", "limit", "borrowing_limit", "lending_limit", "usage"]
     list_filter = ["flavor", "team"]
     search_fields = ["team__slug", "team__name", "flavor__name"]
@@ -198,11 +197,8 @@ class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
     def delete_model(self, request, obj):
         services.set_team_quota(request.user, obj.team, obj.flavor, None, ip=client_ip(request))
 
-    def delete_queryset(self, request, queryset):
-        # One transaction (the delete action has none of its own), teams locked in one order.
-        with transaction.atomic():
-            for obj in queryset.select_related("team", "flavor").order_by("team_id", "pk"):
-                self.delete_model(request, obj)
+    delete_related = ("team", "flavor")
+    delete_order = ("team_id", "pk")  # teams locked in one order
 
 
 class CohortForm(forms.ModelForm):
@@ -221,7 +217,7 @@ class CohortForm(forms.ModelForm):
 
 
 @admin.register(Cohort)
-class CohortAdmin(admin.ModelAdmin):
+class CohortAdmin(DeletesOneByOne):
     """Cohorts and their teams, written through :func:`quotas.services.set_cohort` (locked, audited)."""
 
     form = CohortForm
@@ -245,10 +241,6 @@ class CohortAdmin(admin.ModelAdmin):
     def delete_model(self, request, obj):
         services.remove_cohort(request.user, obj, ip=client_ip(request))
 
-    def delete_queryset(self, request, queryset):
-        with transaction.atomic():
-            for obj in queryset.order_by("pk"):
-                self.delete_model(request, obj)
 
 
 @admin.register(TeamSharing)
@@ -269,7 +261,7 @@ class TeamSharingAdmin(admin.ModelAdmin):
 
 
 @admin.register(TeamBudget)
-class TeamBudgetAdmin(admin.ModelAdmin):
+class TeamBudgetAdmin(DeletesOneByOne):
     list_display = ["team", "limit", "alert_threshold_percent", "policy", "spent"]
     limit = money_column("monthly_limit", "monthly limit")  # in SLIPWAY_CURRENCY, as every budget (TeamBudget)
     search_fields = ["team__slug", "team__name"]
@@ -287,9 +279,8 @@ class TeamBudgetAdmin(admin.ModelAdmin):
     def delete_model(self, request, obj):
         services.set_team_budget(request.user, obj.team, None, ip=client_ip(request))
 
-    def delete_queryset(self, request, queryset):
-        for obj in queryset:
-            self.delete_model(request, obj)
+    delete_related = ("team",)
+    delete_order = ("team_id",)  # teams locked in one order
 
 
 class HeldFilter(admin.SimpleListFilter):

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm
 
-from core.admin import ReadOnlyAdmin, when_column
+from core.admin import DeletesOneByOne, ReadOnlyAdmin, when_column
 from teams import services
 from teams.models import ApiToken, AuditEvent, GroupMapping, Membership, Team, audit_actions
 from teams.services import lock_team
@@ -100,7 +100,7 @@ class TeamAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(DeletesOneByOne):
     list_display = ["team", "user", "role", "source", "created"]
     created = when_column("created_at", "created")
     list_filter = ["role", "source", "team"]
@@ -133,15 +133,12 @@ class MembershipAdmin(admin.ModelAdmin):
                        target=obj.user.username, change="removed", role=obj.role)
         super().delete_model(request, obj)
 
-    def delete_queryset(self, request, queryset):
-        # "Delete selected" removes people too: each one audited as on its own page (Django's bulk delete
-        # would write no event at all).
-        for obj in queryset.select_related("team", "user"):
-            self.delete_model(request, obj)
+    # "Delete selected" removes people too: each one audited as on its own page.
+    delete_related = ("team", "user")
 
 
 @admin.register(GroupMapping)
-class GroupMappingAdmin(admin.ModelAdmin):
+class GroupMappingAdmin(DeletesOneByOne):
     """Staff map the identity provider's groups to teams and roles (docs/sso.md); each change audited.
 
     A change takes effect at each person's next sign-in (teams.sso.sync_memberships); the preview
@@ -164,9 +161,7 @@ class GroupMappingAdmin(admin.ModelAdmin):
                        target=obj.claim_value, change="removed", role=obj.role)
         super().delete_model(request, obj)
 
-    def delete_queryset(self, request, queryset):
-        for obj in queryset.select_related("team"):
-            self.delete_model(request, obj)
+    delete_related = ("team",)
 
 
 @admin.register(ApiToken)

@@ -13,6 +13,7 @@ from cluster.errors import Transient
 from fleet.models import GpuFlavor
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
+from quotas.demo import seed_team_quotas
 from quotas.models import TeamQuota
 from teams.models import AuditEvent
 from tests.factories import make_user
@@ -207,6 +208,30 @@ def test_it_audits_quota_edits_on_the_quota_list(staff_client, quota_team, no_br
     event = AuditEvent.objects.get(action=AuditEvent.Action.QUOTA_CHANGED)
     assert (event.details["old"], event.details["new"]) == (2, 3)
     assert no_broker == [quota_team.pk]
+
+
+def test_delete_selected_budgets_is_all_or_nothing(staff_client, budget_team, other_team, monkeypatch):
+    """Review: "Delete selected" deleted budgets one by one outside a transaction, so a failure on the second
+    left the first deleted and audited (core.admin.DeletesOneByOne)."""
+    from quotas import services
+
+    seed_team_quotas(other_team, {}, monthly_budget=Decimal("50.00"))
+    real, calls = services.set_team_budget, []
+
+    def second_fails(*args, **kwargs):
+        calls.append(args[1].slug)
+        if len(calls) == 2:
+            raise RuntimeError("the database went away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(services, "set_team_budget", second_fails)
+    chosen = list(TeamBudget.objects.values_list("pk", flat=True))
+    with pytest.raises(RuntimeError):
+        staff_client.post("/admin/billing/teambudget/", {"action": "delete_selected", "_selected_action": chosen,
+                                                          "post": "yes"})
+    assert len(calls) == 2
+    assert TeamBudget.objects.filter(pk__in=chosen).count() == 2
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.BUDGET_CHANGED).exists()
 
 
 def test_it_keeps_holds_read_only(staff_client, quota_team):
