@@ -133,14 +133,6 @@ def disruption_annotations(preemptible: bool) -> dict[str, str]:
     return {} if preemptible else dict(DO_NOT_DISRUPT)
 
 
-def growing_words(flavor: str, cluster: str, ready: int, wanted: int, seconds: float | None) -> str:
-    """A workload's reason while its pool grows: "pool h100-80gb on east growing: node 2 of 4 ready, about 3 min"."""
-    words = f"pool {flavor} on {cluster} growing: node {min(ready, wanted)} of {wanted} ready"
-    if seconds is not None:
-        words += f", about {max(1, round(seconds / 60))} min"
-    return words
-
-
 def percentile(values: list[float], share: float) -> float | None:
     """The ``share`` (0..1) quantile of ``values``, nearest rank; None without values."""
     if not values:

@@ -27,6 +27,7 @@ from django.contrib import admin, messages
 
 from cluster.pools import provisioning_seconds
 from core.admin import when_column
+from core.formatting import half_up
 from fleet import pools, services
 from fleet.models import Cluster, GpuFlavor, NodePool
 
@@ -71,7 +72,7 @@ class NodePoolInline(admin.TabularInline):
         history = pool.history_seconds or []
         median, tail = provisioning_seconds(history)
         source = f"{len(history)} observed" if len(history) >= 3 else "defaults, too few observed"
-        return f"{round(median)} s, {round(tail)} s ({source})"
+        return f"{half_up(median)} s, {half_up(tail)} s ({source})"
 
 
 def pool_changes(formset) -> list[tuple[GpuFlavor, dict | None]]:

@@ -21,6 +21,7 @@ from cluster.capacity import offers
 from cluster.errors import ClusterError
 from cluster.manifests.common import SPOT_KEY, SPOT_VALUE, node_selector
 from cluster.pools import provisioning_seconds
+from core.formatting import half_up
 from fleet.models import Cluster, GpuFlavor, NodePool
 from teams.models import AuditEvent
 from teams.services import audit
@@ -107,7 +108,7 @@ def answer(pool: NodePool, nodes: list[NodeCapacity]) -> dict:
     return {"flavor": pool.flavor.name, "min": pool.min_nodes, "max": pool.max_nodes, "mode": pool.mode,
             "nodes_ready": now.nodes_ready, "nodes_provisioning": now.nodes_provisioning,
             "unneeded_minutes": pool.unneeded_minutes, "autoscaler_limit": pool.autoscaler_limit,
-            "provisioning_seconds": {"median": round(median), "tail": round(tail),
+            "provisioning_seconds": {"median": half_up(median), "tail": half_up(tail),
                                      "observed": len(pool.history_seconds or [])}}
 
 

@@ -16,7 +16,6 @@ from cluster.pools import (
     PROVISIONED,
     backoff_seconds,
     disruption_annotations,
-    growing_words,
     nodes_needed,
     provisioning_seconds,
     provisioning_state,
@@ -63,12 +62,6 @@ def test_only_work_that_saves_and_resumes_may_be_evicted_by_scale_down():
     assert DO_NOT_DISRUPT == {"karpenter.sh/do-not-disrupt": "true",
                               "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
     assert disruption_annotations(preemptible=True) == {}
-
-
-def test_the_growing_words_name_the_pool_its_progress_and_the_minutes_left():
-    assert growing_words("h100-80gb", "east", 2, 4, 170) == "pool h100-80gb on east growing: node 2 of 4 ready, about 3 min"
-    assert growing_words("h100-80gb", "east", 6, 4, 10) == "pool h100-80gb on east growing: node 4 of 4 ready, about 1 min"
-    assert growing_words("l4", "west", 0, 1, None) == "pool l4 on west growing: node 0 of 1 ready"
 
 
 def test_provisioning_times_are_the_defaults_until_a_pool_has_three_of_its_own():

@@ -54,6 +54,18 @@ def test_the_clusters_page_shows_its_pools_with_what_they_have_now(clusters, fla
     assert 'name="pools-0-nodes_ready"' not in page  # read-only
 
 
+def test_the_page_and_the_api_say_a_pools_provisioning_time_alike_a_half_up(clusters, flavors, staff_client):
+    """One figure, two places: the API's provisioning_seconds and the page's column, whole seconds, a half up
+    (round() made 220.5 s 220 and 401.5 s 402)."""
+    east = Cluster.objects.get(name="east")
+    NodePool.objects.create(cluster=east, flavor=flavors["a100-80gb"], min_nodes=0, max_nodes=6,
+                            history_seconds=[200.0, 220.5, 401.5])
+    page = staff_client.get(f"/admin/fleet/cluster/{east.pk}/change/").content.decode()
+    listed = staff_client.get("/api/v1/clusters/east/").json()["pools"][0]["provisioning_seconds"]
+    assert "221 s, 402 s (3 observed)" in page
+    assert listed == {"median": 221, "tail": 402, "observed": 3}
+
+
 def test_staff_add_change_and_remove_pools_in_the_inline_each_audited(clusters, flavors, staff_client):
     east = Cluster.objects.get(name="east")
     a100, l4 = flavors["a100-80gb"], flavors["l4"]

@@ -27,7 +27,7 @@ from tests.jobs.conftest import run_payload
 from tests.workloads.test_start_estimates import submit_lasting
 from workloads.estimates import Growth, Holding, Start, Waiting, simulate
 from workloads.estimates.forecast import estimated_starts
-from workloads.estimates.provisioning import seconds_left, waiting_words
+from workloads.estimates.provisioning import about_minutes, growing_words, seconds_left, waiting_words
 from workloads.models import ReasonCode
 
 NOW = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
@@ -130,6 +130,15 @@ def _pool(history: list[float]) -> tuple[NodePool, list[NodeCapacity]]:
         NodeCapacity("east-h100-2", "nvidia.com/gpu", 8, 0, labels),  # up for the gang
         NodeCapacity("east-h100-3", "nvidia.com/gpu", 8, 0, labels, provisioning=True),  # not Ready yet
     ]
+
+
+def test_the_growing_words_name_the_pool_its_progress_and_the_minutes_left():
+    assert growing_words("h100-80gb", "east", 2, 4, 170) == "pool h100-80gb on east growing: node 2 of 4 ready, about 3 min"
+    assert growing_words("h100-80gb", "east", 6, 4, 10) == "pool h100-80gb on east growing: node 4 of 4 ready, about 1 min"
+    assert growing_words("l4", "west", 0, 1, None) == "pool l4 on west growing: node 0 of 1 ready"
+    # 2 min 30 s is "about 3 min", as the start estimate reads it (round() took the half to even: 2).
+    assert growing_words("l4", "west", 0, 1, 150) == "pool l4 on west growing: node 0 of 1 ready, about 3 min"
+    assert [about_minutes(seconds) for seconds in (0, 89.9, 90, 150, 210, 270)] == [1, 1, 2, 3, 4, 5]
 
 
 def test_the_words_of_a_gang_waiting_on_its_pool_count_its_nodes_ready_and_the_time_left():

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 
 from cluster.backends.base import NodeCapacity
 from cluster.capacity import offers, serves
-from cluster.pools import growing_words, new_nodes, nodes_needed, provisioning_seconds
+from cluster.pools import new_nodes, nodes_needed, provisioning_seconds
+from core.formatting import half_up
 from fleet.models import Cluster, GpuFlavor, NodePool
 from fleet.pools import is_headroom, pool_nodes, pools_of
 from fleet.services import recorded_nodes
@@ -59,6 +60,20 @@ def waiting_words(pool: NodePool, nodes: list[NodeCapacity], pods: int, units_pe
     still = new_nodes(nodes_needed(ready, units_per_pod, pods), pool.units_per_node, units_per_pod)
     return growing_words(pool.flavor.name, pool.cluster.name, wanted - still, wanted,
                          seconds_left(pool.history_seconds or [], since, now))
+
+
+def about_minutes(seconds: float) -> int:
+    """A pool's provisioning time as its words say it, "about N min": whole minutes, a half up (2 min 30 s is
+    "about 3 min", as the start estimate's own minutes read), at least 1."""
+    return max(1, half_up(seconds / 60))
+
+
+def growing_words(flavor: str, cluster: str, ready: int, wanted: int, seconds: float | None) -> str:
+    """A workload's reason while its pool grows: "pool h100-80gb on east growing: node 2 of 4 ready, about 3 min"."""
+    words = f"pool {flavor} on {cluster} growing: node {min(ready, wanted)} of {wanted} ready"
+    if seconds is not None:
+        words += f", about {about_minutes(seconds)} min"
+    return words
 
 
 class Pools:
@@ -157,5 +172,5 @@ class Pools:
         if pool is None or new_units <= 0:
             return ""
         count = max(-(-new_units // max(pool.units_per_node, 1)), 1)
-        minutes = max(1, round(provisioning_seconds(pool.history_seconds or [])[0] / 60))
+        minutes = about_minutes(provisioning_seconds(pool.history_seconds or [])[0])
         return f"after pool {pool} grows by {count} node{'s' if count > 1 else ''} (about {minutes} min)"
