@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from core.text import whole_number
 from sandbox import training_metrics
 
 #: Where checkpoints go when the pod has no ``SLIPWAY_CHECKPOINT_DIR``.
@@ -35,7 +36,7 @@ DEFAULT_DIR = "/ckpt"
 #: The annotation carrying a preemption notice (its value: the deadline), seen in the downward-API file.
 #: The exit code of a pod that checkpointed and stopped at a notice (as a script exiting on SIGTERM).
 NOTICE_EXIT_CODE = 143
-_STEP = re.compile(r"step-(\d+)/*$")
+_STEP = re.compile(r"step-([0-9]+)/*$")
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -72,7 +73,8 @@ class Checkpointing:
 def resume_step(path: str) -> int:
     """``k`` of a checkpoint path ending in ``step-<k>`` (0 when empty or of another shape)."""
     match = _STEP.search(path.strip())
-    return int(match.group(1)) if match else 0
+    # A step of more digits than any run reaches is of another shape too (int() refuses thousands of digits).
+    return (whole_number(match.group(1), longer=0) or 0) if match else 0
 
 
 def plan_settings(env: dict[str, str], every: int | None) -> dict | None:

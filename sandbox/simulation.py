@@ -48,6 +48,7 @@ import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from core.text import whole_number
 from sandbox import checkpoints, curves, training_metrics
 from sandbox.sharing import Pace
 
@@ -66,7 +67,10 @@ DEFAULT_CRASH_SECONDS = 15
 #: Exit code and termination reason per failing outcome.
 TERMINATION = {"fail": ("Error", 1), "crashloop": ("Error", 1), "oom": ("OOMKilled", 137), "succeed": ("Completed", 0)}
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+#: The longest a duration knob may say (ten years): the clock adds it to a time, which more would overflow.
+MAX_SIM_SECONDS = 10 * 365 * 24 * 3600
+#: ASCII digits only: ``\d`` also takes other scripts' digits.
+_DURATION = re.compile(r"^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
 
 
 #: How long a server takes to load its model before it answers its readiness probe.
@@ -97,15 +101,20 @@ def stable_int(*parts: object) -> int:
 
 
 def parse_duration(value: str) -> int | None:
-    """Seconds in ``90s`` / ``5m`` / ``1h`` / ``1h30m`` / ``120``; None when unparsable."""
+    """Seconds in ``90s`` / ``5m`` / ``1h`` / ``1h30m`` / ``120``, at most :data:`MAX_SIM_SECONDS`; None when
+    unparsable."""
+    # Digits are read without int() on a number thousands of digits long (a ValueError of Python's) and the
+    # whole is held to MAX_SIM_SECONDS: a run's env is its owner's to write, and "²", "9" * 5000 or
+    # "99999999999999h" made the cluster's apply raise.
     value = value.strip().lower()
-    if value.isdigit():
-        return int(value)
+    plain = whole_number(value, longer=MAX_SIM_SECONDS)
+    if plain is not None:
+        return min(plain, MAX_SIM_SECONDS)
     match = _DURATION.match(value)
     if not value or not match:
         return None
-    hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
+    hours, minutes, seconds = (whole_number(part or "0", longer=MAX_SIM_SECONDS) for part in match.groups())
+    return min(hours * 3600 + minutes * 60 + seconds, MAX_SIM_SECONDS)
 
 
 def default_duration(workload: str) -> int:
@@ -120,16 +129,14 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
     duration = parse_duration(env.get("SLIPWAY_SIM_DURATION", "")) if env.get("SLIPWAY_SIM_DURATION") else None
     if duration is None:
         duration = DEFAULT_CRASH_SECONDS if kind == "Deployment" else default_duration(workload)
-    try:
-        utilization: float | None = float(env["SLIPWAY_SIM_GPU_UTIL"]) if env.get("SLIPWAY_SIM_GPU_UTIL") else None
-    except ValueError:
-        utilization = None
+    # A finite number (NaN is no JSON the plan's column could hold on PostgreSQL); gpu_utilization() clamps it.
+    utilization = _finite_float(env.get("SLIPWAY_SIM_GPU_UTIL", ""))
     gpu_memory_gb = _positive_float(env.get("SLIPWAY_SIM_GPU_MEMORY_GB", ""))
     raw_idle = env.get("SLIPWAY_SIM_IDLE_AFTER", "")
     idle_after = parse_duration(raw_idle) if raw_idle and kind != "Deployment" else None
     loading = load_seconds(env) if kind == "Deployment" else 0
     raw = env.get("SLIPWAY_SIM_FAILED_ATTEMPTS", "").strip()
-    failed_attempts = int(raw) if raw.isascii() and raw.isdigit() else None
+    failed_attempts = whole_number(raw, 9, longer=MAX_FAILED_ATTEMPTS)
     checkpoint = None
     if kind != "Deployment":
         raw = env.get("SLIPWAY_SIM_CHECKPOINT_EVERY", "")
@@ -182,15 +189,23 @@ def start_after_binding(plan: dict) -> int:
     return pull_seconds(plan) + int(plan.get("start_s", DEFAULT_START_SECONDS))
 
 
-def _positive_float(raw: str) -> float | None:
-    """A finite number above 0 in ``raw``, None when there is none (the knob's default applies)."""
+def _finite_float(raw: str) -> float | None:
+    """A finite number in ``raw``, None when there is none (the knob's default applies)."""
     try:
         value = float(raw)
     except ValueError:
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    return value if math.isfinite(value) else None
 
 
+def _positive_float(raw: str) -> float | None:
+    """A finite number above 0 in ``raw``, None when there is none (the knob's default applies)."""
+    value = _finite_float(raw)
+    return value if value is not None and value > 0 else None
+
+
+#: The most SLIPWAY_SIM_FAILED_ATTEMPTS says (more digits read as this: every attempt fails).
+MAX_FAILED_ATTEMPTS = 999_999_999
 #: Outcomes SLIPWAY_SIM_FAILED_ATTEMPTS limits to the first attempts.
 RETRYABLE_OUTCOMES = ("fail", "oom")
 

@@ -3,15 +3,16 @@ outcome reaches the portal's words through the same status mapping (``jobs.statu
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 
 from jobs.status import TrainingPhase, training_status
 from sandbox import exporter
-from sandbox.models import SimEvent, SimPod
+from sandbox.models import SimEvent, SimObject, SimPod
 from sandbox.pods import GPU_ANNOTATION, GPU_MEMORY_ANNOTATION, GPU_UTILIZATION_ANNOTATION
-from sandbox.simulation import default_duration, learning_rate, parse_duration
+from sandbox.simulation import MAX_SIM_SECONDS, default_duration, learning_rate, parse_duration
 from tests.sandbox.helpers import H100, MIG_1G, at, observed, ref, run_until, team_objects, training
 from workloads.registry import resource_kinds
 
@@ -251,9 +252,37 @@ def test_it_derives_durations_from_the_spec_or_the_name():
     assert parse_duration("1h") == 3600
     assert parse_duration("1h30m") == 5400
     assert parse_duration("soon") is None
+    assert parse_duration("120") == 120
+    # ASCII digits only, at most ten years: "²" passed isdigit() and "9" * 5000 or 99999999999999h overflowed.
+    assert parse_duration("²") is None and parse_duration("٣h") is None
+    assert parse_duration("9" * 5000) == parse_duration("99999999999999h") == MAX_SIM_SECONDS == 315_360_000
     assert 60 <= default_duration("run-1") <= 180
     assert default_duration("run-1") == default_duration("run-1")
     assert len({default_duration(f"run-{i}") for i in range(20)}) > 5
+
+
+@pytest.mark.parametrize(("env", "state"), [
+    ({"SLIPWAY_SIM_DURATION": "²"}, TrainingPhase.SUCCEEDED),  # not a duration: the default, 1-3 min
+    ({"SLIPWAY_SIM_DURATION": "9" * 5000}, TrainingPhase.RUNNING),  # ten years
+    ({"SLIPWAY_SIM_DURATION": "99999999999999h"}, TrainingPhase.RUNNING),
+    ({"SLIPWAY_SIM_IDLE_AFTER": "²"}, TrainingPhase.SUCCEEDED),
+    ({"SLIPWAY_SIM_PULL_SECONDS": "9" * 5000}, TrainingPhase.PENDING),  # held to an hour
+    ({"SLIPWAY_SIM_CHECKPOINT_EVERY": "9" * 5000, "SLIPWAY_RESUME_FROM": "/ckpt/step-" + "9" * 5000},
+     TrainingPhase.SUCCEEDED),
+    ({"SLIPWAY_SIM_OUTCOME": "fail", "SLIPWAY_SIM_FAILED_ATTEMPTS": "9" * 5000}, TrainingPhase.FAILED),
+    ({"SLIPWAY_SIM_GPU_UTIL": "nan"}, TrainingPhase.SUCCEEDED),
+])
+def test_no_knob_of_a_runs_env_breaks_the_clusters_apply_or_clock(backend, env, state):
+    """A run's env is its owner's to write: these made the apply raise (int() of "²" or of 5,000 digits, a
+    timedelta past the calendar), so no run of any team was applied or moved on that cluster."""
+    extra = tuple(env.items())
+    backend.apply(team_objects() + training("run-1", duration=None, retries=0, extra_env=extra), resource_kinds(),
+                  now=at(0))
+    for seconds in (0, 10, 200, 3000):
+        backend.tick(at(seconds))
+    assert _status(backend, "run-1").state == state
+    for obj in SimObject.objects.all():  # NaN is no JSON: PostgreSQL's jsonb refuses the plan that holds one
+        json.dumps(obj.plan, allow_nan=False)
 
 
 def test_a_mig_slice_reports_its_engine_activity_and_its_own_memory(backend):

@@ -259,7 +259,12 @@ def test_the_pool_command_changes_a_pool_live_and_refuses_bad_values(cloud):
     for args, words in ((["--min", "4"], "0 <= min <= max"), (["--mode", "eager"], "mode must be atomic or any"),
                         (["--failure", "1.5"], "failure_probability must be between 0 and 1"),
                         (["--median", "100", "--tail", "50"], "delay_median_seconds <= delay_tail_seconds"),
-                        (["--limit-units", "x"], "--limit-units must be a whole number")):
+                        (["--limit-units", "x"], "--limit-units must be a whole number"),
+                        # int() refused 5,000 digits with a traceback of Python's own words.
+                        (["--limit-units", "9" * 5000], "--limit-units must be a whole number"),
+                        (["--limit-units", "²"], "--limit-units must be a whole number"),
+                        (["--max", "9" * 5000], "--max"),
+                        (["--max", "9" * 30], "max <= 100")):
         with pytest.raises(CommandError, match=words):
             call_command("sandbox", "pool", "cloud", "l4", *args, stdout=StringIO())
     with pytest.raises(CommandError, match="no elastic pool 'a100'"):

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
 from cluster.errors import NotFound
+from core.text import whole_number
 from sandbox import faults, inventory
 from sandbox import pools as elastic
 from sandbox.backend import POD_OWNER_KINDS, SandboxBackend
@@ -55,9 +56,11 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def _whole(raw: str) -> int:
-    if not raw.isascii() or not raw.isdigit():
-        raise CommandError(f"--limit-units must be a whole number of units or 'none', got {raw!r}")
-    return int(raw)
+    units = whole_number(raw, 9)  # a limit of more than 999,999,999 units is no limit the pool could reach
+    if units is None:
+        raise CommandError(f"--limit-units must be a whole number of units (up to 999999999) or 'none', "
+                           f"got {raw[:40]!r}")
+    return units
 
 
 #: ``sandbox pool``'s options: flag, type, help; and each one's :class:`sandbox.inventory.PoolSettings` field.
