@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import click
 
 from slipway.client import Client, NotSignedIn
-from slipway.failures import EXIT_NOT_SIGNED_IN, Failure, refusals
+from slipway.failures import EXIT_NOT_SIGNED_IN, EXIT_USAGE, Failure, refusals
 
 
 def config_path() -> Path:
@@ -125,8 +125,9 @@ def server(url: str) -> tuple[str, str, int | None, str]:
 def resolve(profile: str) -> tuple[str, str | None, str | None]:
     """URL, token and, when there is no token, how to sign in to that URL.
 
-    The URL is ``SLIPWAY_URL``'s, else the profile's. ``SLIPWAY_TOKEN`` goes with it when set (the caller chose
-    both). Otherwise a saved token goes only to its own profile's server: the chosen profile's when the URL is
+    The URL is ``SLIPWAY_URL``'s, else the profile's. ``SLIPWAY_TOKEN`` goes with ``SLIPWAY_URL`` only (the caller
+    chose both); set alone, it is refused: the profile's server may not be the one the token is for (a CI
+    job's staging token to the production server of a developer's profile). Otherwise a saved token goes only to its own profile's server: the chosen profile's when the URL is
     its server, else the first other profile's whose server it is, else none — a production token is never sent
     to the staging server ``SLIPWAY_URL`` names.
     """
@@ -136,6 +137,9 @@ def resolve(profile: str) -> tuple[str, str | None, str | None]:
     if not url:
         raise Failure("not signed in: run `slipway login` (or set SLIPWAY_URL and SLIPWAY_TOKEN)", EXIT_NOT_SIGNED_IN)
     if os.environ.get("SLIPWAY_TOKEN"):
+        if not os.environ.get("SLIPWAY_URL"):
+            raise Failure("SLIPWAY_TOKEN is set without SLIPWAY_URL: set SLIPWAY_URL to the server the token is for "
+                          f"(it is not sent to the profile's {url})", EXIT_USAGE)
         return url, os.environ["SLIPWAY_TOKEN"], None
     for values in (saved, *profiles.values()):
         if values.get("url") and values.get("token") and server(values["url"]) == server(url):

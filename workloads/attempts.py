@@ -61,7 +61,9 @@ def attempt_of(raw: str | None, current: int) -> int | None:
         raise ValueError(f"Must be a whole number from 1 to {current} (the current attempt).")
     if number > current:
         have = "it has had only attempt 1" if current == 1 else f"its attempts are 1 to {current}"
-        raise UnknownAttempt(f"No attempt {raw.lstrip('0')}: {have}.")
+        # Named as it came, cut: the words of a 404 need not repeat 4,400 digits.
+        named = raw.lstrip("0")
+        raise UnknownAttempt(f"No attempt {named if len(named) <= 20 else named[:20] + '…'}: {have}.")
     return number
 
 

@@ -99,6 +99,15 @@ def test_slipway_token_goes_with_slipway_url_and_the_profile_alone_with_its_url(
         ("other.example.com", "Bearer ci"), ("staging.example.com", "Bearer staging-token")]
 
 
+def test_slipway_token_without_slipway_url_goes_nowhere(server):
+    """It went to the chosen profile's server: a CI job's staging token sent to a developer's production profile."""
+    write_config(PROFILES)
+    result = server.invoke("--profile", "staging", "ps", SLIPWAY_URL=None, SLIPWAY_TOKEN="ci")
+    assert result.exit_code == 2 and server.seen == []
+    assert ("SLIPWAY_TOKEN is set without SLIPWAY_URL: set SLIPWAY_URL to the server the token is for (it is not "
+            "sent to the profile's https://staging.example.com/)") in result.stderr
+
+
 # -- 2. an answer that is not the API's JSON ------------------------------------------------------------------
 
 
