@@ -232,7 +232,7 @@ class CohortAdmin(DeletesOneByOne):
         return ", ".join(sorted(obj.members.values_list("team__slug", flat=True))) or "-"
 
     def save_model(self, request, obj, form, change):
-        saved = services.set_cohort(request.user, obj.name, reclaim=obj.reclaim,
+        saved, _created = services.set_cohort(request.user, obj.name, reclaim=obj.reclaim,
                                     min_runtime_minutes=obj.min_runtime_minutes,
                                     preemption_delay_seconds=obj.preemption_delay_seconds,
                                     teams=list(form.cleaned_data["teams"]), ip=client_ip(request))

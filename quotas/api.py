@@ -174,8 +174,7 @@ class CohortViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         if errors:
             raise ValidationError(errors)
         data = serializer.validated_data
-        created = not Cohort.objects.filter(name=name).exists()
-        services.set_cohort(request.user, name, reclaim=data["reclaim"], min_runtime_minutes=data["min_runtime_minutes"],
+        _cohort, created = services.set_cohort(request.user, name, reclaim=data["reclaim"], min_runtime_minutes=data["min_runtime_minutes"],
                             preemption_delay_seconds=data["preemption_delay_seconds"], teams=data["teams"])
         cohort = self.get_queryset().get(name=name)
         return Response(self.get_serializer(cohort).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

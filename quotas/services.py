@@ -245,10 +245,11 @@ def _lock_members(cohort: Cohort, joining: set[int]) -> set[int]:
 @transaction.atomic
 def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minutes: int | None = None,
                preemption_delay_seconds: int | None = None, teams: list[Team] | None = None,
-               ip: str | None = None) -> Cohort:
+               ip: str | None = None) -> tuple[Cohort, bool]:
     """Create or change the cohort ``name``; with ``teams``, exactly those teams are its members
     (a team joining leaves its former cohort; the audit event names where it came from as
-    ``moved_from``). Audited (a quota change: cohorts are quota).
+    ``moved_from``). Audited (a quota change: cohorts are quota). Returns the cohort and whether this
+    call created it (decided by the insert: of two creates at once, one made it).
 
     Locks: every team concerned, by id, then every cohort concerned, by id (:func:`_lock_members`).
     Members old and new re-admit their queues after commit (lent units came or went).
@@ -277,7 +278,7 @@ def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minu
               cohort=cohort.name, old=before, new=after, **({"moved_from": moved_from} if moved_from else {}))
         for team in Team.objects.filter(pk__in=moved):
             schedule_team_sync(team)
-    return cohort
+    return cohort, created
 
 
 @transaction.atomic

@@ -55,3 +55,24 @@ def test_a_team_that_joined_meanwhile_is_locked_removed_and_audited_as_a_member(
     last = AuditEvent.objects.filter(target="cohort shared").order_by("pk").last()
     # Its "before" is the cohort as it was under the locks (beta in it), not as first read (empty).
     assert (last.details["old"]["teams"], last.details["new"]["teams"]) == (["alpha", "beta"], ["alpha"])
+
+
+def test_of_two_creates_of_one_cohort_at_once_one_answers_201(staff, api_client_for):
+    """The API chose 201 or 200 by an exists() read before the locked write: a create racing another, both
+    reading "none yet", both answered 201 (the row was right; the answer was not)."""
+    client = api_client_for(staff)
+    inside, go, errors, answers = threading.Event(), threading.Event(), [], []
+
+    def first():
+        with paused_after('INSERT INTO "quotas_cohort"', inside, go):  # made, not committed
+            answers.append(api_client_for(staff).put("/api/v1/cohorts/shared/", {}, format="json").status_code)
+
+    thread = in_thread(first, errors)
+    assert inside.wait(10)
+    second = in_thread(lambda: answers.append(client.put("/api/v1/cohorts/shared/", {}, format="json").status_code),
+                       errors)
+    assert wait_until_lock_waiter(second).lock == "transactionid"  # its insert waits on the first's
+    go.set()
+    thread.join(10)
+    second.join(10)
+    assert not errors and sorted(answers) == [200, 201]
