@@ -116,7 +116,8 @@ class InferenceEndpoint(Workload):
         return self.ceiling * self.gpus_per_replica
 
     def relock(self) -> bool:
-        """Take the endpoint's sizes and ceiling again from its row, locked; False once it holds no quota.
+        """Take the endpoint's sizes, ceiling and scale-down clock and delay again from its row, locked; False once it
+        holds no quota.
 
         The caller holds the team's admission lock, under which a PATCH moves the sizes and the ceiling and an
         end releases the hold. The reconcile cycle read its copy before it asked the cluster, so a move of
@@ -126,10 +127,12 @@ class InferenceEndpoint(Workload):
         the copy's state is what the cycle's own conditional moves are made on.
         """
         row = (type(self).objects.select_for_update().filter(pk=self.pk)
-               .values_list("state", "min_replicas", "max_replicas", "replica_ceiling").first())
+               .values_list("state", "min_replicas", "max_replicas", "replica_ceiling", "demand_below_ceiling_since",
+                            "scale_down_delay_seconds").first())
         if row is None:
             return False
-        state, self.min_replicas, self.max_replicas, self.replica_ceiling = row
+        (state, self.min_replicas, self.max_replicas, self.replica_ceiling, self.demand_below_ceiling_since,
+         self.scale_down_delay_seconds) = row
         return state in self.HOLDING_STATES
 
     @property

@@ -200,7 +200,7 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
             wanted = max(base, status.desired_replicas)
             return set_ceiling(endpoint, wanted, ScalingDecision.BURST_RELEASED, status, now,
                                f"demand stayed at {count_of(status.desired_replicas, 'replica')} for "
-                               f"{endpoint.scale_down_delay_seconds} s")
+                               f"{endpoint.scale_down_delay_seconds} s", clock=since)
     elif endpoint.demand_below_ceiling_since is not None:
         InferenceEndpoint.objects.filter(
             pk=endpoint.pk, demand_below_ceiling_since=endpoint.demand_below_ceiling_since,
@@ -249,17 +249,22 @@ def _grow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) ->
 
 
 def set_ceiling(endpoint: InferenceEndpoint, ceiling: int, decision: str, status: WorkloadStatus | None,
-                now: datetime, reason: str) -> bool:
+                now: datetime, reason: str, *, clock: datetime | None = None) -> bool:
     """Lower the ceiling to ``ceiling`` and shrink the hold with it. True when units were given back.
 
     Runs under the team's admission lock, on the row as it is then (:meth:`InferenceEndpoint.relock`):
     ``ceiling`` was worked out from the caller's copy, so it is never taken below the minimum now nor
     above the ceiling now (a minimum raised, a maximum lowered meanwhile stay what the user set), and an
-    endpoint ended meanwhile has nothing to give back.
+    endpoint ended meanwhile has nothing to give back. ``clock``: the scale-down clock a burst release was
+    judged on; the row must still hold it, its delay passed on the row's own delay — a PATCH since that
+    restarted the clock or lengthened the delay keeps the burst (it was released on the stale copy's).
     """
     with transaction.atomic():
         lock_team(endpoint.team)
         if not endpoint.relock():
+            return False
+        if clock is not None and (endpoint.demand_below_ceiling_since != clock
+                                  or now - clock < timedelta(seconds=endpoint.scale_down_delay_seconds)):
             return False
         current = endpoint.ceiling
         ceiling = min(max(ceiling, endpoint.base_replicas), current)

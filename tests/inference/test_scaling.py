@@ -164,6 +164,25 @@ def test_a_cycle_with_a_stale_row_starts_no_scale_down_clock_over_a_patch_that_r
     assert ready(endpoint).demand_below_ceiling_since is None
 
 
+@pytest.mark.parametrize("patch", [{"max_replicas": 3}, {"scale_down_delay_seconds": 3600}],
+                         ids=["clock-restarted", "delay-lengthened"])
+def test_a_cycle_with_a_stale_row_releases_no_burst_on_a_clock_a_patch_restarted_or_lengthened(create, member, patch):
+    """The release was judged on the cycle's copy: its clock and its delay. A PATCH meanwhile that restarted the clock
+    (the sizes) or lengthened the delay still saw the burst released at the old clock's end."""
+    endpoint = ready(create(min_replicas=1, max_replicas=4, scale_down_delay_seconds=300))
+    now = timezone.now()
+    scaling.follow(endpoint, wants(1, 2, limited=True), now)
+    scaling.follow(ready(endpoint), wants(2, 3, limited=True), now)  # burst: ceiling 3
+    scaling.follow(ready(endpoint), wants(3, 1, limited=False), now)  # demand below it: the clock starts now
+    stale = ready(endpoint)
+    assert (stale.ceiling, stale.demand_below_ceiling_since) == (3, now)
+    services.update_endpoint(member, ready(endpoint), patch)
+    assert ready(endpoint).ceiling == 3  # the burst kept by the PATCH
+    assert scaling.follow(stale, wants(3, 1, limited=False), now + timedelta(seconds=300)) is False
+    assert ready(endpoint).ceiling == 3
+    assert not endpoint.scaling_events.filter(decision=ScalingDecision.BURST_RELEASED).exists()
+
+
 def test_the_ceiling_comes_down_after_the_scale_down_delay(create):
     endpoint = ready(create(min_replicas=1, max_replicas=4, scale_down_delay_seconds=300))
     now = timezone.now()
