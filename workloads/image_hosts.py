@@ -35,6 +35,7 @@ import ipaddress
 import re
 
 from cluster.images import DOCKER_HUB, image_registry
+from core.text import whole_number
 
 #: Other names of Docker Hub that the runtime treats as ``docker.io``.
 _DOCKER_HUB_ALIASES = ("index.docker.io",)
@@ -159,7 +160,8 @@ def _embedded_addresses(name: str) -> list[IPAddress]:
 def refused_registry_reason(registry: str) -> str | None:
     """Why the default rule refuses ``registry`` (``host[:port]`` of an image), or None when it is allowed."""
     host, port = split_registry(registry)
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
+    number = whole_number(port, 5)  # ASCII digits, read only when short: int() refuses "²" and 5,000 digits
+    if port and not (number is not None and 0 < number < 65536):
         return f"{registry}: the port must be a number from 1 to 65535."
     if registry.startswith("["):
         try:

@@ -10,7 +10,7 @@ from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
-from workloads.image_hosts import parse_ipv4
+from workloads.image_hosts import parse_ipv4, refused_registry_reason
 from workloads.validation import Collector, check_image, check_volumes
 
 pytestmark = pytest.mark.django_db
@@ -124,6 +124,14 @@ def image_errors(image: str) -> list[str]:
 @pytest.mark.parametrize("image", REFUSED_IMAGES)
 def test_images_from_local_private_metadata_or_cluster_hosts_are_refused(image):
     assert image_errors(image) != []
+
+
+@pytest.mark.parametrize("port", ["²", "9" * 5000, "0", "65536", "00443x"])
+def test_a_registrys_port_that_is_no_port_is_refused_in_words(port):
+    """int() raised on "²" (isdigit() takes it) and on 5,000 digits instead of answering. Neither reaches it through
+    the API today (the image reference's pattern takes ASCII digits, 300 characters at most): the rule holds alone."""
+    assert refused_registry_reason(f"registry.example.com:{port}").endswith("the port must be a number from 1 to 65535.")
+    assert refused_registry_reason("registry.example.com:0443") is None
 
 
 @pytest.mark.parametrize("image", ALLOWED_IMAGES)
