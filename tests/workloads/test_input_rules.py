@@ -126,7 +126,8 @@ def test_images_from_local_private_metadata_or_cluster_hosts_are_refused(image):
     assert image_errors(image) != []
 
 
-@pytest.mark.parametrize("port", ["²", "9" * 5000, "0", "65536", "00443x"])
+@pytest.mark.parametrize("port", ["²", "9" * 5000, "0", "65536", "00443x"],
+                         ids=["superscript", "5000-digits", "zero", "too-high", "not-digits"])
 def test_a_registrys_port_that_is_no_port_is_refused_in_words(port):
     """int() raised on "²" (isdigit() takes it) and on 5,000 digits instead of answering. Neither reaches it through
     the API today (the image reference's pattern takes ASCII digits, 300 characters at most): the rule holds alone."""
