@@ -104,7 +104,7 @@ def training_spec(run: TrainingRun) -> TrainingSpec:
         checkpoint=checkpoint_spec(run),
         framework=run.framework,
         training_api=run.training_api,
-        runtime=runtime_for(run.cluster.runtimes if run.cluster_id else (), run.framework),
+        runtime=run.training_runtime,
     )
 
 
@@ -211,14 +211,16 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
 
     def fix_applied(self, run: TrainingRun, cluster) -> None:
         """Its training API, fixed at its attempt's first apply try to the one ``cluster`` has now
-        (:attr:`TrainingRun.applied_training_api`): a PyTorchJob stays one when staff move the cluster to Trainer v2,
+        (:attr:`TrainingRun.applied_training_api`, and the runtime a TrainJob names: :attr:`~TrainingRun.applied_runtime`):
+        a PyTorchJob stays one when staff move the cluster to Trainer v2,
         for its status, a drain, its manifest and its delete. Later tries of the same attempt keep it (the first may
         have reached the cluster); a try of an attempt started afresh (``apply_attempts`` reset to 0, so 1 now)
         takes the cluster's API anew — a requeued run's next attempt runs on what its cluster has then."""
         first = Q(apply_attempts__lte=1) | Q(applied_training_api="")
         TrainingRun.objects.filter(first, pk=run.pk, cluster_id=cluster.pk, applied_at__isnull=True).update(
-            applied_training_api=cluster.effective_training_api)
-        run.refresh_from_db(fields=["applied_training_api", "apply_attempts", "applied_at"])
+            applied_training_api=cluster.effective_training_api,
+            applied_runtime=runtime_for(cluster.runtimes, run.framework))  # a TrainJob's runtimeRef is immutable
+        run.refresh_from_db(fields=["applied_training_api", "applied_runtime", "apply_attempts", "applied_at"])
 
     def manifests(self, run: TrainingRun) -> list[dict]:
         return build_training(training_spec(run), core.backend.cluster_config())

@@ -14,7 +14,15 @@ from django.db import models
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
-from cluster.training import ASSUMED, DEFAULT_FRAMEWORK, FRAMEWORKS, TRAINING_APIS, TRAINJOB, V1_FRAMEWORKS
+from cluster.training import (
+    ASSUMED,
+    DEFAULT_FRAMEWORK,
+    FRAMEWORKS,
+    TRAINING_APIS,
+    TRAINJOB,
+    V1_FRAMEWORKS,
+    runtime_for,
+)
 from core.priority import Priority
 from jobs.constants import ACTIVE_STATES, FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
 from jobs.progress import TrainerReport
@@ -83,6 +91,12 @@ class TrainingRun(Workload):
     #: until an apply began (runs of before it was kept: what their cluster had at the upgrade, migration 0019).
     applied_training_api = models.CharField(max_length=20, blank=True, default="",
                                             choices=[(api, api) for api in TRAINING_APIS])
+    #: The ClusterTrainingRuntime its current attempt's TrainJob names (``spec.runtimeRef``, which the API server
+    #: refuses to change once the TrainJob exists), fixed with :attr:`applied_training_api`: a runtime its cluster
+    #: gained meanwhile (discovery finds ``slipway-pytorch`` beside the one it was applied with) would make every
+    #: later try of the attempt a 422, and its manifest show a runtime it does not run on. "" until an apply began
+    #: (and for runs applied before it was kept: derived from the cluster's runtimes, as then).
+    applied_runtime = models.CharField(max_length=253, blank=True, default="")
 
     def get_absolute_url(self) -> str:
         return reverse("jobs:run-detail", args=[self.pk])
@@ -121,6 +135,14 @@ class TrainingRun(Workload):
         if self.cluster_id is not None:
             return self.cluster.effective_training_api
         return TRAINJOB if self.framework not in V1_FRAMEWORKS else ASSUMED
+
+    @property
+    def training_runtime(self) -> str:
+        """The ClusterTrainingRuntime its TrainJob names: once its attempt's apply began, the one it was applied
+        with (:attr:`applied_runtime`); before that its cluster's choice now (:func:`cluster.training.runtime_for`)."""
+        if self.applied_runtime and self.apply_began:
+            return self.applied_runtime
+        return runtime_for(self.cluster.runtimes if self.cluster_id else (), self.framework)
 
     @property
     def apply_began(self) -> bool:

@@ -130,3 +130,31 @@ def test_the_migration_gives_runs_whose_apply_began_their_clusters_api_now(v1_cl
     import_module("jobs.migrations.0019_applied_training_api").fix_applied_runs(apps, None)
     fixed = dict(TrainingRun.objects.values_list("name", "applied_training_api"))
     assert fixed == {"applied": TRAINJOB, "trying": TRAINJOB, "queued": ""}
+
+
+def test_a_trainjobs_runtime_is_the_one_its_attempt_was_first_applied_with(fake_backend, member, team, quota,
+                                                                            published, api_client_for):
+    """A TrainJob's runtimeRef cannot change once it exists: a retry of its attempt, after discovery found Slipway's
+    own runtime beside the one it was applied with, named the new one (a 422 on a real cluster) and the manifest
+    showed a runtime the run did not run on."""
+    cluster = Cluster.objects.create(name="default", training_api=TRAINJOB,
+                                     training_runtimes=[{"name": "torch-distributed", "framework": "pytorch"}])
+    api = api_client_for(member)
+    created = api.post("/api/v1/runs/", {
+        "team": team.slug, "name": "ddp", "image": "registry.example.com/t:1", "command": ["python"],
+        "flavor": "a100-80gb", "gpus_per_worker": 1, "workers": 2}, format="json").json()
+    run = TrainingRun.objects.get(pk=created["id"])
+    fake_backend.fail_with = Transient("503 Service Unavailable", status=503)
+    with pytest.raises(Retry):
+        apply_workload.apply(args=("run", run.pk), throw=True)
+    fake_backend.fail_with = None
+    Cluster.objects.filter(pk=cluster.pk).update(training_runtimes=[
+        {"name": "torch-distributed", "framework": "pytorch"}, *RUNTIMES])
+    assert apply_workload("run", run.pk) == "applied"
+    trainjob = fake_backend.applied[-1][-1]
+    assert (trainjob["kind"], trainjob["spec"]["runtimeRef"]["name"]) == ("TrainJob", "torch-distributed")
+    shown = api.get(f"/api/v1/runs/{run.pk}/manifest/").json()
+    assert [o["spec"]["runtimeRef"]["name"] for o in shown if o["kind"] == "TrainJob"] == ["torch-distributed"]
+    # Its next attempt is applied as its cluster has it then: with Slipway's own runtime.
+    TrainingRun.objects.filter(pk=run.pk).update(applied_at=None, apply_attempts=0)
+    assert TrainingRun.objects.get(pk=run.pk).training_runtime == "slipway-pytorch"
