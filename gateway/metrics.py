@@ -8,9 +8,10 @@ the gateway's public route must not show one team's traffic to another. Requests
 counted in no team's series: they belong to nobody, and a count of them would hint at what exists.
 
 The requests the gateway ends itself, never forwarded to a revision (no or a bad key, a rate limit, no replica
-ready in time, a held client that left), are counted apart, in ``slipway_gateway_refused_total`` by reason, and in
-none of the revision's series: ``slipway_gateway_requests_total`` is what an endpoint's autoscaler sums
-(inference.manifests), and anyone who knows an endpoint's URL can send requests without a key.
+ready in time, a body not sent in time, a client that left while held or sending its body), are counted apart, in
+``slipway_gateway_refused_total`` by reason, and in none of the revision's series: ``slipway_gateway_requests_total``
+is what an endpoint's autoscaler sums (inference.manifests), and anyone who knows an endpoint's URL can send requests
+without a key.
 """
 
 from __future__ import annotations

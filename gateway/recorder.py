@@ -170,9 +170,10 @@ class Recorder:
             usage["output_tokens"] += outcome.output_tokens
 
     def refused(self, key_id: int, endpoint_id: int, team_id: int, status: int, at: datetime) -> None:
-        """A request of a valid key that the gateway refused itself (its rate limit, no replica ready in time):
-        counted in the key's hour, which its team reads, and in no revision's window — no revision answered it,
-        so it is neither a revision's traffic nor its latency (the canary rule and the autoscaler read those)."""
+        """A request of a valid key that the gateway refused itself (its rate limit, no replica ready in time, its
+        body not sent in time): counted in the key's hour, which its team reads, and in no revision's window — no
+        revision answered it, so it is neither a revision's traffic nor its latency (the canary rule and the
+        autoscaler read those)."""
         self._usage(key_id, endpoint_id, team_id, at)[f"requests_{status_class(status)}"] += 1
 
     def _usage(self, key_id: int, endpoint_id: int, team_id: int, at: datetime) -> dict[str, int]:

@@ -6,7 +6,11 @@ and Redis: caches here, increments there). For each request:
 1. the route (team slug, endpoint name) and the key (``Authorization: Bearer``) are checked against the
    caches (:mod:`inference.routing`'s table and :class:`gateway.keys.KeyCache`, both refreshed every
    second in a worker thread); any failure is the same 401, whether the endpoint exists or not;
-2. the key's limits (:mod:`gateway.limits`, Redis): 429 with ``Retry-After``;
+2. the key's limits (:mod:`gateway.limits`, Redis): 429 with ``Retry-After``; then the body, read whole within
+   ``SLIPWAY_GATEWAY_BODY_TIMEOUT`` (a client that sends it slower, a byte at a time, gets 408 and its connection
+   closed: it held the handler for as long as it liked; one that hangs up mid-body is dropped). Its headers are
+   bounded by aiohttp: a connection with no whole request line and headers within its keep-alive timeout
+   (``run_app``'s 75 s, counted from the connection's opening or its last answer) is closed;
 3. no ready replica (scaled to zero, waking): the request is held, in arrival order, until the route table
    shows one (``SLIPWAY_GATEWAY_HOLD_SECONDS``; past it 503 with ``Retry-After``);
 4. a target by weight, an upstream by least-in-flight (:mod:`inference.routing`); the method, the path after
@@ -77,9 +81,10 @@ WRITTEN = frozenset({"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"}
 NOT_RETURNED = frozenset({"connection", "keep-alive", "proxy-authenticate", "te", "trailer", "trailers",
                           "transfer-encoding", "upgrade"})
 #: Why the gateway ended a request itself (``slipway_gateway_refused_total``'s ``reason``): no or a bad key, the
-#: key's rate limit, no replica ready within the hold, the client gone while its request was held.
-REFUSED_KEY, REFUSED_LIMIT, REFUSED_HOLD, REFUSED_CLIENT_LEFT = ("unauthorized", "rate_limited", "no_ready_replica",
-                                                                 "client_left")
+#: key's rate limit, no replica ready within the hold, the client gone while its request was held or its body sent,
+#: the body not sent within the body timeout.
+REFUSED_KEY, REFUSED_LIMIT, REFUSED_HOLD, REFUSED_CLIENT_LEFT, REFUSED_BODY = (
+    "unauthorized", "rate_limited", "no_ready_replica", "client_left", "body_timeout")
 #: Seconds between two looks at a held request's client (gone: the request is dropped).
 CLIENT_CHECK_SECONDS = 0.5
 #: Seconds between refreshes of the route table and the keys.
@@ -262,7 +267,7 @@ class Gateway:
     def __init__(self, *, hold_seconds: float | None = None, connect_timeout: float | None = None,
                  read_timeout: float | None = None, redis_url: str | None = None,
                  refresh_seconds: float = REFRESH_SECONDS, trusted_proxies: tuple[str, ...] | None = None,
-                 write_timeout: float | None = None) -> None:
+                 write_timeout: float | None = None, body_timeout: float | None = None) -> None:
         self.hold_seconds = settings.SLIPWAY_GATEWAY_HOLD_SECONDS if hold_seconds is None else hold_seconds
         self.trusted_proxies = tuple(settings.SLIPWAY_GATEWAY_TRUSTED_PROXIES if trusted_proxies is None
                                      else trusted_proxies)
@@ -271,6 +276,7 @@ class Gateway:
             else connect_timeout, sock_read=settings.SLIPWAY_GATEWAY_READ_TIMEOUT if read_timeout is None
             else read_timeout)
         self.write_timeout = settings.SLIPWAY_GATEWAY_WRITE_TIMEOUT if write_timeout is None else write_timeout
+        self.body_timeout = settings.SLIPWAY_GATEWAY_BODY_TIMEOUT if body_timeout is None else body_timeout
         self.refresh_seconds = refresh_seconds
         self.routes: dict[tuple[str, str], Route] = {}
         self.loaded = False
@@ -458,7 +464,19 @@ class Gateway:
         if refusal is not None:
             self._refuse(route, key, REFUSED_LIMIT, 429, arrived)
             return self._too_many(refusal)
-        body = await request.read()
+        # Nothing is held yet for the request (no in-flight count, picker slot or place in the wake queue; the
+        # request was counted in its key's minute, as any request that reached the limits): the handler itself,
+        # its connection and the body so far are what a client sending its body a byte at a time holds, as long as
+        # it likes without a deadline on the whole body — one between reads would never fire.
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                body = await request.read()
+        except TimeoutError:
+            self._refuse(route, key, REFUSED_BODY, 408, arrived)
+            return self._body_too_slow()
+        except ConnectionResetError:  # it hung up mid-body: was a 500 to nobody and a traceback in the log
+            self._refuse(route, None, REFUSED_CLIENT_LEFT, 499, arrived)  # as a held one that left: no answer
+            return web.Response(status=499, reason="Client Closed Request")
         held = False
         if not route.ready or self.waiting.get(route.endpoint_id):
             held = True
@@ -490,6 +508,16 @@ class Gateway:
                             body=error_body(429, f"Rate limit reached: this key's {what} per minute. Try again in "
                                                  f"{refusal.retry_after} s.", "rate_limit_error",
                                             "rate_limit_exceeded"))
+
+    def _body_too_slow(self) -> web.Response:
+        """408, and the connection closed after it (RFC 9110 §15.5.9): the rest of the body is not waited for.
+        aiohttp still reads what comes for its lingering time (10 s) before it closes, so that the client, still
+        sending, is not reset before it reads the answer; its handler has ended and holds nothing."""
+        response = web.Response(status=408, content_type="application/json", body=error_body(
+            408, f"The request's body did not arrive within {self.body_timeout:g} s.", "invalid_request_error",
+            "body_timeout"))
+        response.force_close()
+        return response
 
     async def _hold(self, route: Route, request: web.Request) -> Route | None:
         """Wait, behind the requests held before it, until the endpoint has a ready replica; its fresh route, or

@@ -522,6 +522,10 @@ SLIPWAY_GATEWAY_READ_TIMEOUT = env_float("SLIPWAY_GATEWAY_READ_TIMEOUT", 300.0)
 # Seconds a write of an answer to its client may wait for the client to take it: past it the client, which stopped
 # reading, is dropped (its replica's connection and slot freed), as one that hung up.
 SLIPWAY_GATEWAY_WRITE_TIMEOUT = env_float("SLIPWAY_GATEWAY_WRITE_TIMEOUT", 60.0)
+# Seconds a request's whole body may take to arrive (from when the gateway starts reading it): past it 408, the
+# connection closed. A deadline on the whole body, not on the pause between bytes, which a client sending a byte at a
+# time (a slowloris) never exceeds.
+SLIPWAY_GATEWAY_BODY_TIMEOUT = env_float("SLIPWAY_GATEWAY_BODY_TIMEOUT", 60.0)
 # The proxies in front of the gateway (addresses/networks; default none): only a request whose peer is one of them
 # has its X-Forwarded-For/-Proto/-Host (and Forwarded, X-Forwarded-Port/-Prefix, X-Real-IP) believed and passed on
 # to the replica; anyone else's are dropped, the gateway's own written in their place (a client writes what it likes).

@@ -238,12 +238,16 @@ class InProcessGateway(Gateway):
     async def _start(self, _app: web.Application) -> None:
         self.session = self.client_session()
         self.loaded = True
-        #: The statuses of the requests handled, as each handler returns, and the endpoints of those held, as each
-        #: starts waiting: what a test awaits instead of sleeping.
+        #: The statuses of the requests handled, as each handler returns, the paths of those begun, as each handler
+        #: starts, and the endpoints of those held, as each starts waiting: what a test awaits instead of sleeping.
         self.ended: asyncio.Queue[int] = asyncio.Queue()
+        self.begun: asyncio.Queue[str] = asyncio.Queue()
         self.holding: asyncio.Queue[int] = asyncio.Queue()
 
     async def proxy(self, request: web.Request) -> web.StreamResponse:
+        # Put before the handler runs on: a test that gets it resumes once the handler waits on something (with no
+        # Redis for the limits, the first thing it waits on is the request's body).
+        self.begun.put_nowait(request.path)
         response = await super().proxy(request)
         self.ended.put_nowait(response.status)
         return response

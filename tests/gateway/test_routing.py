@@ -6,6 +6,8 @@ additive writes of two recorders; and the request path of a gateway served in th
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import random
 import re
 import socket
@@ -688,3 +690,109 @@ def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_replica_let_go(
     labels = {"endpoint": endpoint.object_name}
     assert series(gateway, "slipway_gateway_requests_in_flight", **labels) == 0
     assert series(gateway, "slipway_gateway_requests_total", status_class="2xx", **labels) == 1
+
+
+# -- slow clients: a body sent a byte at a time --------------------------------------------------------------------
+
+
+async def http_answer(client: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 answer read from ``client`` (a non-blocking socket, in the test's loop): its status, its headers
+    (lowercased names) and its body, as long as its ``Content-Length`` says — read while the connection stays open."""
+    loop = asyncio.get_running_loop()
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = await loop.sock_recv(client, 65536)
+        assert chunk, data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode().split("\r\n")
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    while len(body) < int(headers["content-length"]):
+        chunk = await loop.sock_recv(client, 65536)
+        assert chunk, body
+        body += chunk
+    return int(status_line.split()[1]), headers, body
+
+
+def test_a_body_sent_a_byte_at_a_time_gets_a_408_at_the_body_timeout(team):
+    """``request.read()`` had no limit: a client that sent its headers, then its body a byte at a time (a slowloris),
+    held the handler and its connection for as long as it liked — a pause between bytes never long enough for any
+    timeout between reads. The whole body has a deadline: past it 408, the connection closed, counted as a refusal
+    (no revision saw it) and in the key's hour, and nothing left held (no in-flight count, no picker slot, no wait)."""
+    endpoint = make_endpoint(team)
+    raw, key = make_key(team, endpoint)
+    replica = Replica()
+    gateway = InProcessGateway(redis_url="", body_timeout=0.5)
+    gateway.keys.refresh()
+    length = 200  # at the client's pace below, 10 s to send it all
+
+    async def scenario():
+        server = await upstream(replica.answer)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve()).rsplit(":", 1)[1])
+        loop = asyncio.get_running_loop()
+        client = socket.create_connection(("127.0.0.1", port))
+        client.setblocking(False)
+        try:
+            await loop.sock_sendall(client, (
+                f"POST /{team.slug}/{endpoint.name}/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                f"{raw}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{").encode())
+            sent, status = 1, None
+            while status is None and sent < length:
+                try:  # the slowloris's pace, not a synchronisation: one more byte whenever 50 ms pass unanswered
+                    status = await asyncio.wait_for(gateway.ended.get(), 0.05)
+                except TimeoutError:
+                    await loop.sock_sendall(client, b" ")
+                    sent += 1
+            answer = await http_answer(client)
+            return (status, sent, answer, dict(gateway.picker.in_flight), gateway.recorder.in_flight[endpoint.pk],
+                    dict(gateway.waiting))
+        finally:
+            client.close()
+            await gateway.close()
+            await server.close()
+
+    status, sent, (answered, headers, body), picker, in_flight, waiting = asyncio.run(scenario())
+    assert status == 408 and 1 < sent < length  # it kept sending, and was cut at the deadline, not at a pause
+    assert answered == 408 and headers["connection"] == "close"
+    assert json.loads(body)["error"]["code"] == "body_timeout"
+    assert replica.answered == 0
+    assert picker == {} and in_flight == 0 and waiting == {}
+    labels = {"endpoint": endpoint.object_name}
+    assert series(gateway, "slipway_gateway_refused_total", reason="body_timeout", **labels) == 1
+    assert series(gateway, "slipway_gateway_requests_total", **labels) == 0
+    _traffic, usage = gateway.recorder.take()
+    assert [(k[0], counts["requests_4xx"]) for k, counts in usage.items()] == [(key.pk, 1)]
+
+
+def test_a_client_that_hangs_up_mid_body_is_counted_as_gone_not_a_500(team, caplog):
+    """A client that hung up before its body was whole made ``request.read()`` raise: the handler ended in aiohttp's
+    500 for nobody and a traceback in the log, and the request was counted nowhere. It is a client that left."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    replica = Replica()
+    gateway = InProcessGateway(redis_url="")
+    gateway.keys.refresh()
+
+    async def scenario():
+        server = await upstream(replica.answer)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve()).rsplit(":", 1)[1])
+        loop = asyncio.get_running_loop()
+        client = socket.create_connection(("127.0.0.1", port))
+        try:
+            await loop.run_in_executor(None, client.sendall, (
+                f"POST /{team.slug}/{endpoint.name}/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                f"{raw}\r\nContent-Length: 100\r\n\r\n{{\"prompt\": ").encode())
+            await asyncio.wait_for(gateway.begun.get(), 10)  # its handler waits for the rest of the body
+            client.close()
+            return await asyncio.wait_for(gateway.ended.get(), 10)
+        finally:
+            client.close()
+            await gateway.close()
+            await server.close()
+
+    assert asyncio.run(scenario()) == 499
+    assert replica.answered == 0
+    assert series(gateway, "slipway_gateway_refused_total", endpoint=endpoint.object_name, reason="client_left") == 1
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
