@@ -22,7 +22,8 @@ and Redis: caches here, increments there). For each request:
    the last is generated); Server-Sent Events are read on the way for their ``usage`` without being held.
    A replica that dies or falls silent mid-answer ends the response: a stream gets a last
    ``data: {"error": …}`` event, another answer is cut (the client sees a short body), never a hang; a client
-   that takes nothing for ``SLIPWAY_GATEWAY_WRITE_TIMEOUT`` is dropped, and the replica let go (:meth:`Gateway._send`);
+   that takes nothing for ``SLIPWAY_GATEWAY_WRITE_TIMEOUT`` is dropped, and the replica let go (:meth:`Gateway._send`),
+   whether the answer streams or is written whole (:meth:`Gateway.proxy`);
 6. the outcome is counted (:mod:`gateway.recorder`, :mod:`gateway.metrics`): as the revision's request when it was
    forwarded to one, else apart, as refused (steps 1-3: :meth:`Gateway._refuse`).
 """
@@ -120,6 +121,13 @@ def unauthorized() -> web.Response:
     """The one answer to every failure of the key or the route: the same status, headers and body."""
     return web.Response(status=401, body=UNAUTHORIZED_BODY, content_type="application/json",
                         headers={"WWW-Authenticate": "Bearer"})
+
+
+async def written(response: web.StreamResponse, request: web.Request) -> None:
+    """``response`` written whole (its headers, its body, its end), as aiohttp writes what a handler returns: for
+    the handler to bound the write (:meth:`Gateway._send`); aiohttp then finds it written and writes nothing."""
+    await response.prepare(request)
+    await response.write_eof()
 
 
 def split_path(raw_path: str) -> tuple[str, str, str] | None:
@@ -449,6 +457,19 @@ class Gateway:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def proxy(self, request: web.Request) -> web.StreamResponse:
+        """The endpoints' handler: :meth:`_answer`'s response, written here under the write timeout when it came
+        back unwritten (a whole answer, a refusal, an error), as a stream's chunks are (:meth:`_send`, one rule).
+
+        Returned unwritten, aiohttp wrote it after the handler, with no limit: a whole answer (up to 256 KiB) to a
+        client that reads nothing held its connection and the write for as long as it stayed connected. It is
+        written after :meth:`_answer` has let the replica, its slot and the in-flight count go, and was counted
+        there, with the replica's status: a client dropped here is counted as a stream's that left."""
+        response = await self._answer(request)
+        if not response.prepared:
+            await self._send(request, written(response, request))
+        return response
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         arrived = timezone.now()
         parts = split_path(request.raw_path)
@@ -669,7 +690,8 @@ class Gateway:
                            sent: float, held: bool, json_usage: bool) -> web.Response:
         """A small answer of a known length, read whole and sent back in one write (headers and body together):
         the replica sent it at once, so holding it costs no time, and it halves the gateway's writes per request.
-        A replica that dies before its last byte gets the client a 502, not a cut body."""
+        A replica that dies before its last byte gets the client a 502, not a cut body. Returned unwritten:
+        :meth:`proxy` writes it, once the replica, its slot and the in-flight count are let go."""
         try:
             body = await answer.read()
         except (TimeoutError, ClientError):

@@ -269,12 +269,21 @@ class InProcessGateway(Gateway):
         self.routes = {**self.routes, (route.team, route.name): route}
         return route
 
-    async def serve(self) -> str:
-        """Served on a free port until :meth:`close`; its base URL."""
+    async def serve(self, send_buffer: int | None = None) -> str:
+        """Served on a free port until :meth:`close`; its base URL. ``send_buffer``: the bytes the kernel holds of
+        what the gateway writes to a client (``SO_SNDBUF``, which the clients' connections take from the listening
+        socket): on loopback it grows to hold a whole answer of 256 KiB, which a client across a network, reading
+        nothing, would leave the gateway waiting to write."""
         self.runner = web.AppRunner(self.app(), handler_cancellation=False, access_log=None)
         await self.runner.setup()
         port = processes.free_port()
-        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        if send_buffer is None:
+            await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        else:
+            listening = socket.socket()
+            listening.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+            listening.bind(("127.0.0.1", port))
+            await web.SockSite(self.runner, listening).start()
         return f"http://127.0.0.1:{port}"
 
     async def close(self) -> None:

@@ -29,7 +29,7 @@ from cluster.backends.base import ServiceRef
 from cluster.backends.kubernetes import KubernetesBackend
 from gateway.keys import KeyCache
 from gateway.recorder import COLUMN_MAX, STEP, Outcome, Recorder, Unwritten
-from gateway.server import StreamTokens, split_path
+from gateway.server import WHOLE_ANSWER_LIMIT, StreamTokens, split_path
 from inference import canary, histogram
 from inference.constants import RevisionState
 from inference.manifests import METRIC_GATEWAY_REQUESTS_PER_SECOND, QUERIES
@@ -692,7 +692,7 @@ def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_replica_let_go(
     assert series(gateway, "slipway_gateway_requests_total", status_class="2xx", **labels) == 1
 
 
-# -- slow clients: a body sent a byte at a time --------------------------------------------------------------------
+# -- slow clients: a body sent a byte at a time, a whole answer nobody reads ---------------------------------------
 
 
 async def http_answer(client: socket.socket) -> tuple[int, dict[str, str], bytes]:
@@ -796,3 +796,56 @@ def test_a_client_that_hangs_up_mid_body_is_counted_as_gone_not_a_500(team, capl
     assert replica.answered == 0
     assert series(gateway, "slipway_gateway_refused_total", endpoint=endpoint.object_name, reason="client_left") == 1
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def test_a_client_that_reads_nothing_of_a_whole_answer_is_dropped_at_the_write_timeout(team):
+    """An answer of a stated length up to 256 KiB is read whole and sent in one write; returned unwritten, aiohttp
+    wrote it after the handler, outside the write timeout: a client that read nothing held its connection and the
+    write for as long as it stayed connected. It is written under the same timeout as a stream's chunks: past it the
+    client is dropped (it sees the answer short), and the request counted with the replica's status, as a stream's."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    gateway = InProcessGateway(redis_url="", write_timeout=0.5)
+    gateway.keys.refresh()
+    size = WHOLE_ANSWER_LIMIT - 1024
+
+    async def whole(_request):  # at once, its length stated: read whole by the gateway
+        return web.Response(body=b"x" * size, content_type="application/json")
+
+    def read_all(client: socket.socket) -> bytes:
+        received = b""
+        try:
+            while chunk := client.recv(65536):
+                received += chunk
+        except ConnectionResetError:
+            pass
+        return received
+
+    async def scenario():
+        server = await upstream(whole)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve(send_buffer=4096)).rsplit(":", 1)[1])
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little, and reads nothing until the end
+        client.settimeout(10)
+        client.connect(("127.0.0.1", port))
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, client.sendall, (
+            f"GET /{team.slug}/{endpoint.name}/v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {raw}\r\n"
+            f"Connection: close\r\n\r\n").encode())
+        try:
+            status = await asyncio.wait_for(gateway.ended.get(), 30)
+            # Only now does it read: what the gateway had written before it gave up, then the connection's end.
+            return status, await loop.run_in_executor(None, read_all, client)
+        finally:
+            client.close()
+            await gateway.close()
+            await server.close()
+
+    status, received = asyncio.run(scenario())
+    assert status == 200
+    assert received.startswith(b"HTTP/1.1 200 ") and len(received) < size  # dropped, not waited for
+    labels = {"endpoint": endpoint.object_name}
+    assert series(gateway, "slipway_gateway_requests_total", status_class="2xx", **labels) == 1
+    assert series(gateway, "slipway_gateway_requests_in_flight", **labels) == 0
+    assert series(gateway, "slipway_gateway_refused_total", **labels) == 0
