@@ -169,7 +169,7 @@ def learning_curves(sweep, trials: list, reports: dict, best_number: int | None)
     curves = []
     for trial, points in reported:
         kept = thin(points, share)
-        curves.append({"label": sweep.trial_name(trial.number), "number": trial.number, "state": trial.state,
+        curves.append({"label": trial.name, "number": trial.number, "state": trial.state,
                        "best": trial.number == best_number, "steps": [step for step, _value in kept],
                        "values": [finite(value) for _step, value in kept]})
     return curves

@@ -42,6 +42,7 @@ from sweeps.spec import Parameter, Pruner
 from sweeps.storage import DjangoStorage
 from workloads import secrets
 from workloads import services as workloads
+from workloads.constants import NAME_MAX_LENGTH
 from workloads.models import STOP_CODES
 from workloads.registry import TrialReport
 
@@ -220,10 +221,24 @@ def ask_again(sweep: Sweep, pruned: Trial, number: int) -> Trial:
                  continues=pruned)
 
 
+def free_name(sweep: Sweep, kind, number: int) -> str:
+    """The name trial ``number``'s work takes: ``<sweep>-t008``, else — a run of the team not of this sweep holds
+    it, named so before the trial launched — ``<sweep>-t008-2`` to ``-9``, the sweep's part cut to keep the name
+    within a workload name's length. A teammate's run named after a trial to come refused that trial on its name,
+    and the sweep stopped launching for good (:meth:`sweeps.models.Trial.name` shows the name it got)."""
+    suffix = c.TRIAL_SUFFIX.format(number=number)
+    names = [sweep.trial_name(number), *(f"{sweep.name[:NAME_MAX_LENGTH - len(suffix) - len(str(again)) - 1]}"
+                                         f"{suffix}-{again}" for again in range(2, 10))]
+    taken = set(kind.model.objects.filter(team=sweep.team, name__in=names).unfinished().values_list("name", flat=True))
+    # All nine held: it is refused on its name, as before, and the sweep says so.
+    return next((name for name in names if name not in taken), names[0])
+
+
 def trial_fields(sweep: Sweep, kind, number: int, params: dict) -> dict:
-    """Trial ``number``'s fields: the base with its name and ``params`` put in (the kind's ``Trials.trial_fields``),
-    and the sweep's secret env, unsealed for its submission only (the base names it masked)."""
-    fields = kind.trial_fields(sweep.base, sweep.trial_name(number), params)
+    """Trial ``number``'s fields: the base with its name (:func:`free_name`) and ``params`` put in (the kind's
+    ``Trials.trial_fields``), and the sweep's secret env, unsealed for its submission only (the base names it
+    masked)."""
+    fields = kind.trial_fields(sweep.base, free_name(sweep, kind, number), params)
     if sweep.base.get("secret_env"):
         fields["secret_env"] = dict(secrets.unsealed(sweep.secret_ref))
     return fields

@@ -196,3 +196,10 @@ class Trial(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sweep.name} trial {self.number}"
+
+    @property
+    def name(self) -> str:
+        """Its work's name: ``<sweep>-t007``, or the one its launch chose when a run of the team held that
+        (:func:`sweeps.driver.free_name`); the numbered name while it has no work."""
+        work = self.workload
+        return work.name if work is not None else self.sweep.trial_name(self.number)

@@ -39,7 +39,8 @@ class BestSerializer(serializers.Serializer):
 
 class TrialSerializer(serializers.Serializer):
     number = serializers.IntegerField(help_text="1 for the first trial (Optuna's trial 0).")
-    name = serializers.CharField(help_text="<sweep>-t001: the name of the trial's work.")
+    name = serializers.CharField(help_text="The name of the trial's work: <sweep>-t001, or <sweep>-t001-2 when a run "
+                                           "of the team held that name as the trial launched.")
     state = serializers.ChoiceField(choices=c.TrialState.choices)
     reason = serializers.CharField(allow_blank=True)
     params = serializers.DictField(help_text="The parameters Optuna chose, as the trial's env and args carry them.")
@@ -173,7 +174,7 @@ def trial_answer(trial: Trial, figures: Figures) -> dict:
     if work is not None:
         url = kind_for(work.kind).model(pk=number).get_absolute_url()
     return {
-        "number": trial.number, "name": trial.sweep.trial_name(trial.number), "state": trial.state,
+        "number": trial.number, "name": trial.name, "state": trial.state,
         "reason": trial.reason, "params": trial.params, "work_id": number,
         "work_state": work.state if work is not None else None, "work_url": url, "objective": trial.objective,
         "best": trial.best, "step": trial.step, "value": trial.value,
@@ -194,7 +195,7 @@ def sweep_answer(sweep: Sweep, figures: Figures) -> dict:
         "max_cost": sweep.max_cost, "max_gpu_hours": sweep.max_gpu_hours, "seed": sweep.seed,
         "trial_cost": _cents(sweep.trial_cost), "trials": figures.counts,
         "best_trial": None if best is None else {
-            "number": best.number, "name": sweep.trial_name(best.number), "value": best.value, "params": best.params,
+            "number": best.number, "name": best.name, "value": best.value, "params": best.params,
             "work_id": best.workload.number if best.workload is not None else None},
         "spend": {"spent": _cents(figures.spend.spent), "committed": _cents(figures.spend.committed),
                   "gpu_hours": _cents(figures.spend.gpu_hours),

@@ -247,7 +247,7 @@ def sweep_continue(request: HttpRequest, pk: int, number: int) -> HttpResponse:
     except ValidationError as exc:  # its submission refused, as any run's would be (the team's quota, a name)
         messages.error(request, f"Trial {number} cannot be continued: {' '.join(exc.messages)}")
     else:
-        messages.success(request, f"Trial {number} goes on as trial {trial.number} ({sweep.trial_name(trial.number)}) "
+        messages.success(request, f"Trial {number} goes on as trial {trial.number} ({trial.name}) "
                                   "from its last checkpoint, on the cluster that holds it.")
     if request.htmx:  # the button asked first (hx-confirm): the whole page again, with the message
         return HttpResponseClientRedirect(reverse("sweeps:detail", args=[sweep.pk]))

@@ -9,7 +9,7 @@ import pytest
 
 from billing.pricing import Quote
 from jobs.models import TrainingRun
-from sweeps import driver, services, spec
+from sweeps import driver, services, spec, work
 from sweeps.constants import MAX_GRID_POINTS
 from sweeps.models import Study, Sweep
 from tests.sweeps.support import matrix_sweep
@@ -144,3 +144,27 @@ def test_a_whole_trial_is_counted_at_the_dearest_cluster_of_its_flavor(flavors):
     assert shape.trial_cost == Decimal("7.20") and shape.cost_high == Decimal("7.20") * 9
     assert shape.cost_low == Decimal("6.40") * 9 * Decimal(str(round(spec.low_share(9, request.pruner), 6)))
     assert shape.trial_gpu_hours == Decimal(1)  # its unit-hours whatever the price: 1 unit for an hour
+
+
+def test_a_run_named_after_a_trial_to_come_does_not_stop_the_sweep(api, ready):
+    """A teammate's run named ``lr-t002`` before trial 2 launched refused that trial on its name, and the sweep stopped
+    launching for good. The trial takes the next free name (``lr-t002-2``), which the API and its page show."""
+    from tests.jobs.conftest import run_payload
+
+    created = api.post("/api/v1/sweeps/", body(parallel=2), format="json")
+    assert created.status_code == 201, created.content
+    sweep_id = created.json()["id"]
+    held = api.post("/api/v1/runs/", run_payload(name="lr-t002"), format="json")
+    assert held.status_code == 201, held.content
+    driver.advance(sweep_id)
+    sweep = Sweep.objects.get(pk=sweep_id)
+    assert sweep.launching and "stopped launching" not in sweep.reason
+    trials = api.get(f"/api/v1/sweeps/{sweep_id}/trials/").json()
+    assert [(t["number"], t["name"], t["state"]) for t in trials] == [(1, "lr-t001", "active"),
+                                                                      (2, "lr-t002-2", "active")]
+    assert TrainingRun.objects.get(pk=trials[1]["run_id"]).name == "lr-t002-2"
+    # The sweep's part is cut to keep a long sweep's name within a run name's 40 characters.
+    assert api.post("/api/v1/runs/", run_payload(name="x" * 35 + "-t003"), format="json").status_code == 201
+    long = Sweep(name="x" * 35, team=sweep.team)
+    assert driver.free_name(long, work.trial_kind(), 3) == "x" * 33 + "-t003-2"
+    assert driver.free_name(long, work.trial_kind(), 4) == "x" * 35 + "-t004"

@@ -313,6 +313,7 @@ class Row:
     def __init__(self, number, state, value=None, objective=None, finished=None, params=None, uid=None):
         self.number, self.state, self.value, self.objective = number, state, value, objective
         self.finished_at, self.params, self.workload_id = finished, params or {}, uid
+        self.name = f"s-t{number:03d}"  # its work's name (Trial.name)
 
 
 def test_best_so_far_follows_the_goal_and_counts_every_ended_trials_gpu_hours():
