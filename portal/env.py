@@ -107,12 +107,12 @@ def derived_fernet_key(secret_key: str) -> str:
 
 
 def env_trusted_proxies(name: str) -> int | tuple[str, ...]:
-    """A hop count (``1``) or a comma-separated list of proxy addresses/networks (``10.2.0.0/16``).
+    """A hop count (``1``; at most 999) or a comma-separated list of proxy addresses/networks (``10.2.0.0/16``).
 
     Unset or empty: 0. A list entry that is not an address or network fails.
     """
     raw = (os.environ.get(name) or "").strip()
-    if raw == "" or raw.isdigit():
+    if raw == "" or (raw.isascii() and raw.isdigit() and len(raw) <= 3):  # a hop count; "²" is no number
         return int(raw or 0)
     networks = []
     for item in (part.strip() for part in raw.split(",")):

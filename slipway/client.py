@@ -163,10 +163,18 @@ def _error_for(response: httpx.Response) -> ApiError:
     return error
 
 
+def id_in(ref: str) -> int | None:
+    """The id ``ref`` writes — ASCII digits, at most 19 (an id has no more) — else None: it is a name.
+
+    ``isdigit()`` alone takes "²", which int() refuses, and int() refuses 5,000 digits: both were a traceback. The
+    server's :func:`core.text.whole_number` is the same rule; the command line imports no project package."""
+    return int(ref) if ref.isascii() and ref.isdigit() and len(ref) <= 19 else None
+
+
 def retry_after(response: httpx.Response) -> float | None:
     """``Retry-After`` in seconds (RFC 9110: a number of seconds or an HTTP date), None when absent or unreadable."""
     value = response.headers.get("Retry-After", "").strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = parsedate_to_datetime(value)
@@ -304,8 +312,10 @@ class Client:
         of another of the caller's teams: the one match, else the one not ended (``is_final``), else
         :class:`Ambiguous` listing them all (id, team, state), newest first; none is :class:`NotFound`.
         """
-        if isinstance(ref, int) or str(ref).isdigit():
-            return int(ref)
+        if isinstance(ref, int):
+            return ref
+        if (number := id_in(str(ref))) is not None:
+            return number
         found = list(self._pages(collection, name=ref))
         live = [item for item in found if not item.get("is_final")]
         if len(found) == 1 or len(live) == 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from slipway.client import Ambiguous, Client, NotFound
+from slipway.client import Ambiguous, Client, NotFound, id_in
 from slipway.config import api_call
 from slipway.output import dump, money, table
 from slipway.times import ahead
@@ -29,8 +29,8 @@ def _split(refs: tuple[str, ...], team: str | None) -> tuple[str | None, str]:
 
 def _key_id(client: Client, scope: dict, ref: str) -> int:
     """KEY: its id, or its name or prefix among the scope's keys not revoked."""
-    if ref.isdigit():
-        return int(ref)
+    if (number := id_in(ref)) is not None:
+        return number
     found = [k for k in client.keys(**scope) if k["revoked_at"] is None and ref in (k["name"], k["prefix"])]
     if not found:
         raise NotFound(f"no key named {ref} (or with that prefix) that is not revoked", status=404)

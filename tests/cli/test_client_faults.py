@@ -108,6 +108,24 @@ def test_slipway_token_without_slipway_url_goes_nowhere(server):
             "sent to the profile's https://staging.example.com/)") in result.stderr
 
 
+@pytest.mark.parametrize("ref", ["²", "9" * 5000], ids=["superscript", "5000-digits"])
+def test_a_ref_that_is_no_id_is_looked_up_as_a_name_not_a_traceback(server, ref):
+    """isdigit() took "²" and int() refused it; int() refuses 5,000 digits: both were a traceback. Neither is an id."""
+    for args in (("describe", ref), ("endpoint", "keys", "revoke", "--team", "ml-research", ref)):
+        server.seen.clear()
+        result = server.invoke(*args)
+        assert result.exit_code == 4, result.output
+        assert server.seen and all(request.url.params.get("name", ref) == ref for request in server.seen)
+
+
+def test_a_retry_after_that_is_no_number_is_none():
+    from slipway.client import retry_after
+
+    # A header's bytes are read as latin-1: the byte 0xB2 is "²", which isdigit() takes and float() refuses.
+    assert retry_after(httpx.Response(429, headers=[(b"Retry-After", "²".encode("latin-1"))])) is None
+    assert retry_after(httpx.Response(429, headers={"Retry-After": "30"})) == 30.0
+
+
 # -- 2. an answer that is not the API's JSON ------------------------------------------------------------------
 
 

@@ -849,3 +849,16 @@ def test_a_client_that_reads_nothing_of_a_whole_answer_is_dropped_at_the_write_t
     assert series(gateway, "slipway_gateway_requests_total", status_class="2xx", **labels) == 1
     assert series(gateway, "slipway_gateway_requests_in_flight", **labels) == 0
     assert series(gateway, "slipway_gateway_refused_total", **labels) == 0
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0:²", "0.0.0.0:" + "9" * 5000, "0.0.0.0:0", "0.0.0.0:65536", "8080", ":80"],
+                         ids=["superscript", "5000-digits", "zero", "too-high", "no-host", "empty-host"])
+def test_a_bind_without_a_port_is_the_commands_error(bind):
+    """``manage.py gateway --bind``: "²" passed isdigit() and int() refused it, as it refuses 5,000 digits: a traceback."""
+    from django.core.management.base import CommandError
+
+    from gateway.management.commands.gateway import parse_bind
+
+    with pytest.raises(CommandError, match="--bind takes HOST:PORT with a port from 1 to 65535"):
+        parse_bind(bind)
+    assert parse_bind("[::]:8081") == ("::", 8081)

@@ -111,7 +111,9 @@ def test_trusted_proxies_are_a_count_or_a_list_of_networks(monkeypatch, raw, par
     assert env_trusted_proxies("SLIPWAY_P") == parsed
 
 
-def test_a_trusted_proxy_that_is_no_address_fails_loudly(monkeypatch):
-    monkeypatch.setenv("SLIPWAY_P", "10.0.0.0/8, ingress")
+@pytest.mark.parametrize("raw", ["10.0.0.0/8, ingress", "²", "9" * 5000])
+def test_a_trusted_proxy_that_is_no_address_fails_loudly(monkeypatch, raw):
+    # "²" passed isdigit() and 5,000 digits went to int(): both were a ValueError of Python's, not this setting's.
+    monkeypatch.setenv("SLIPWAY_P", raw)
     with pytest.raises(ImproperlyConfigured, match="SLIPWAY_P"):
         env_trusted_proxies("SLIPWAY_P")

@@ -14,14 +14,16 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.backends.signals import connection_created
 from prometheus_client import values
 
+from core.text import whole_number
 from gateway.server import Gateway, limit_lock_waits
 
 
 def parse_bind(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise CommandError(f"--bind takes HOST:PORT with a port from 1 to 65535, got {value!r}.")
-    return host.strip("[]"), int(port)
+    number = whole_number(port, 5)  # int() refuses "²" (which isdigit() takes) with a traceback
+    if not sep or not host or number is None or not 0 < number < 65536:
+        raise CommandError(f"--bind takes HOST:PORT with a port from 1 to 65535, got {value[:80]!r}.")
+    return host.strip("[]"), number
 
 
 class Command(BaseCommand):
