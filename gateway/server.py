@@ -10,7 +10,7 @@ and Redis: caches here, increments there). For each request:
    ``SLIPWAY_GATEWAY_BODY_TIMEOUT`` (a client that sends it slower, a byte at a time, gets 408 and its connection
    closed: it held the handler for as long as it liked; one that hangs up mid-body is dropped). Its headers are
    bounded by aiohttp: a connection with no whole request line and headers within its keep-alive timeout
-   (``run_app``'s 75 s, counted from the connection's opening or its last answer) is closed;
+   (:data:`KEEPALIVE_SECONDS`, counted from the connection's opening or its last answer) is closed;
 3. no ready replica (scaled to zero, waking): the request is held, in arrival order, until the route table
    shows one (``SLIPWAY_GATEWAY_HOLD_SECONDS``; past it 503 with ``Retry-After``);
 4. a target by weight, an upstream by least-in-flight (:mod:`inference.routing`); the method, the path after
@@ -86,6 +86,10 @@ NOT_RETURNED = frozenset({"connection", "keep-alive", "proxy-authenticate", "te"
 #: the body not sent within the body timeout.
 REFUSED_KEY, REFUSED_LIMIT, REFUSED_HOLD, REFUSED_CLIENT_LEFT, REFUSED_BODY = (
     "unauthorized", "rate_limited", "no_ready_replica", "client_left", "body_timeout")
+#: Seconds a client connection may stay idle, or take to send a request's line and headers, before it is closed:
+#: aiohttp's keep-alive timeout, given by ``manage.py gateway`` (aiohttp's own ``run_app`` default, stated here so
+#: that the bound on slow headers is Slipway's, not a default that may move).
+KEEPALIVE_SECONDS = 75.0
 #: Seconds between two looks at a held request's client (gone: the request is dropped).
 CLIENT_CHECK_SECONDS = 0.5
 #: Seconds between refreshes of the route table and the keys.

@@ -15,7 +15,7 @@ from django.db.backends.signals import connection_created
 from prometheus_client import values
 
 from core.text import whole_number
-from gateway.server import Gateway, limit_lock_waits
+from gateway.server import KEEPALIVE_SECONDS, Gateway, limit_lock_waits
 
 
 def parse_bind(value: str) -> tuple[str, int]:
@@ -46,4 +46,4 @@ class Command(BaseCommand):
         # On uvloop (libuv's event loop, C): the loop's own share of each request is smaller than asyncio's
         # (docs/serving.md "What it adds" has the figures of bench/gateway.py).
         web.run_app(Gateway().app(), host=host, port=port, print=None, access_log=None, shutdown_timeout=1.0,
-                    loop=uvloop.new_event_loop())
+                    keepalive_timeout=KEEPALIVE_SECONDS, loop=uvloop.new_event_loop())
