@@ -37,43 +37,26 @@ workers="${TEST_WORKERS:-$(( $(nproc) + 2 ))}"
 if [ "$#" -eq 0 ] && [ "$workers" != "0" ]; then
   options+=(-n "$workers" --dist loadgroup)
 fi
+status=0
+"$VENV/bin/python" -m pytest "${options[@]}" "$@" || status=$?
+echo "== main pass: $((SECONDS - began)) s"
+if [ "$status" -ne 0 ]; then exit "$status"; fi
+
 # `make run` uses SQLite (with the database cache and the filesystem broker) unless
 # DATABASE_URL says otherwise, and admission, the ledger, billing and the sandbox have SQL
 # of their own per database: in CI the tests marked `sqlite` (those statements' tests and the
 # local default path's) run again on SQLite.
-#
-# That pass runs beside the main one, niced, in one process with a var directory of its own: the main pass leaves
-# the cores about a fifth idle (its serial lanes mostly wait on the wall clock), and the SQLite pass fits in that
-# idle time. Run after the main pass on four workers it added 82 s to CI (2026-12-01: 1,076 s in all, main pass
-# 954 s); its output is printed once the main pass has ended.
-sqlite_pid=""
 if [ "${CI:-}" = "true" ] && [ "$#" -eq 0 ]; then
-  sqlite_dir="$SLIPWAY_VAR_DIR/sqlite-pass"
-  rm -rf "$sqlite_dir" && mkdir -p "$sqlite_dir"
+  began=$SECONDS
+  echo "== the tests marked sqlite again, on SQLite"
+  spread=()
+  if [ "$workers" != "0" ]; then spread+=(-n "$workers"); fi
   # Only the listed modules are collected (tests/sqlite_modules.py), not the whole suite.
   mapfile -t modules < <("$VENV/bin/python" -c 'from tests.sqlite_modules import SQLITE_MODULES; print(*SQLITE_MODULES, sep="\n")')
-  (
-    sqlite_began=$SECONDS
-    sqlite_status=0
-    env -u CI DATABASE_URL="sqlite:///$sqlite_dir/sqlite-pass.sqlite3" REDIS_URL= SLIPWAY_VAR_DIR="$sqlite_dir" \
-      nice -n 10 "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
-      -m "sqlite and not postgres and not redis and not browser and not slow" "${modules[@]}" || sqlite_status=$?
-    echo "== SQLite pass: $((SECONDS - sqlite_began)) s (beside the main pass)"
-    exit "$sqlite_status"
-  ) > "$SLIPWAY_VAR_DIR/sqlite-pass.log" 2>&1 &
-  sqlite_pid=$!
+  status=0
+  env -u CI DATABASE_URL="sqlite:///$SLIPWAY_VAR_DIR/sqlite-pass.sqlite3" REDIS_URL= \
+    "$VENV/bin/python" -m pytest -q "${spread[@]}" -m "sqlite and not postgres and not redis and not browser and not slow" \
+    "${modules[@]}" || status=$?
+  echo "== SQLite pass: $((SECONDS - began)) s"
+  if [ "$status" -ne 0 ]; then exit "$status"; fi
 fi
-
-status=0
-"$VENV/bin/python" -m pytest "${options[@]}" "$@" || status=$?
-echo "== main pass: $((SECONDS - began)) s"
-
-if [ -n "$sqlite_pid" ]; then
-  sqlite_status=0
-  wait "$sqlite_pid" || sqlite_status=$?
-  echo "== the tests marked sqlite again, on SQLite"
-  cat "$SLIPWAY_VAR_DIR/sqlite-pass.log"
-  echo "== SQLite pass and main pass: $((SECONDS - began)) s"
-  if [ "$status" -eq 0 ]; then status=$sqlite_status; fi
-fi
-exit "$status"
