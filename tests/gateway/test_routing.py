@@ -644,6 +644,17 @@ def test_an_answer_nested_past_the_parsers_reach_passes_untouched_and_uncounted(
     assert series(gateway, "slipway_gateway_tokens_total", kind="output", **labels) == 4 + 6
 
 
+async def sent_by_a_slow_reader(port: int, request: bytes) -> socket.socket:
+    """A client connected to the gateway at ``port`` that sent ``request`` whole and takes little of the answer:
+    a 4 KiB receive buffer it does not read (blocking reads time out after 10 s once it does read)."""
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.settimeout(10)
+    client.connect(("127.0.0.1", port))
+    await asyncio.get_running_loop().run_in_executor(None, client.sendall, request)
+    return client
+
+
 def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_replica_let_go(team):
     """A write to a client that reads nothing waits until its socket takes more: with no limit, a client that
     stopped reading a stream held the replica's connection, its slot in the picker and the endpoint's in-flight
@@ -668,11 +679,7 @@ def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_replica_let_go(
         server = await upstream(endless)
         gateway.route(endpoint, (1, 100, (base_url(server),)))
         port = int((await gateway.serve()).rsplit(":", 1)[1])
-        client = socket.socket()
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little, and never reads it
-        client.connect(("127.0.0.1", port))
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, client.sendall, (
+        client = await sent_by_a_slow_reader(port, (  # it never reads
             f"POST /{team.slug}/{endpoint.name}/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {raw}"
             f"\r\nContent-Length: 2\r\n\r\n{{}}").encode())
         try:
@@ -825,14 +832,10 @@ def test_a_client_that_reads_nothing_of_a_whole_answer_is_dropped_at_the_write_t
         server = await upstream(whole)
         gateway.route(endpoint, (1, 100, (base_url(server),)))
         port = int((await gateway.serve(send_buffer=4096)).rsplit(":", 1)[1])
-        client = socket.socket()
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little, and reads nothing until the end
-        client.settimeout(10)
-        client.connect(("127.0.0.1", port))
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, client.sendall, (
+        client = await sent_by_a_slow_reader(port, (  # it reads nothing until the end
             f"GET /{team.slug}/{endpoint.name}/v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {raw}\r\n"
             f"Connection: close\r\n\r\n").encode())
+        loop = asyncio.get_running_loop()
         try:
             status = await asyncio.wait_for(gateway.ended.get(), 30)
             # Only now does it read: what the gateway had written before it gave up, then the connection's end.

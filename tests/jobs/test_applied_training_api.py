@@ -104,17 +104,23 @@ def test_a_requeued_runs_next_attempt_is_applied_as_its_cluster_has_it_then(runn
     assert TrainingRun.objects.get(pk=run.pk).resource_kind == "TrainJob"
 
 
-def test_a_retried_apply_keeps_the_api_its_first_try_fixed(v1_cluster, fake_backend, member, team, quota, published,
-                                                           api_client_for):
-    created = api_client_for(member).post("/api/v1/runs/", {
+def submitted_with_a_failed_first_try(api, team, fake_backend) -> TrainingRun:
+    """A distributed pytorch run whose first apply try failed (503): what it rendered may have reached the cluster."""
+    created = api.post("/api/v1/runs/", {
         "team": team.slug, "name": "ddp", "image": "registry.example.com/t:1", "command": ["python"],
         "flavor": "a100-80gb", "gpus_per_worker": 1, "workers": 2}, format="json").json()
     run = TrainingRun.objects.get(pk=created["id"])
-    # The first try's PyTorchJob may have reached the cluster before the error: a retry renders what it did.
     fake_backend.fail_with = Transient("503 Service Unavailable", status=503)
     with pytest.raises(Retry):
         apply_workload.apply(args=("run", run.pk), throw=True)
     fake_backend.fail_with = None
+    return run
+
+
+def test_a_retried_apply_keeps_the_api_its_first_try_fixed(v1_cluster, fake_backend, member, team, quota, published,
+                                                           api_client_for):
+    # The first try's PyTorchJob may have reached the cluster before the error: a retry renders what it did.
+    run = submitted_with_a_failed_first_try(api_client_for(member), team, fake_backend)
     Cluster.objects.filter(pk=v1_cluster.pk).update(training_api=TRAINJOB, training_runtimes=RUNTIMES)
     assert apply_workload("run", run.pk) == "applied"
     assert [o["kind"] for o in fake_backend.applied[-1]][-1] == "PyTorchJob"
@@ -140,14 +146,7 @@ def test_a_trainjobs_runtime_is_the_one_its_attempt_was_first_applied_with(fake_
     cluster = Cluster.objects.create(name="default", training_api=TRAINJOB,
                                      training_runtimes=[{"name": "torch-distributed", "framework": "pytorch"}])
     api = api_client_for(member)
-    created = api.post("/api/v1/runs/", {
-        "team": team.slug, "name": "ddp", "image": "registry.example.com/t:1", "command": ["python"],
-        "flavor": "a100-80gb", "gpus_per_worker": 1, "workers": 2}, format="json").json()
-    run = TrainingRun.objects.get(pk=created["id"])
-    fake_backend.fail_with = Transient("503 Service Unavailable", status=503)
-    with pytest.raises(Retry):
-        apply_workload.apply(args=("run", run.pk), throw=True)
-    fake_backend.fail_with = None
+    run = submitted_with_a_failed_first_try(api, team, fake_backend)
     Cluster.objects.filter(pk=cluster.pk).update(training_runtimes=[
         {"name": "torch-distributed", "framework": "pytorch"}, *RUNTIMES])
     assert apply_workload("run", run.pk) == "applied"
