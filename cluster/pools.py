@@ -44,7 +44,9 @@ CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 DEFAULT_UNNEEDED_MINUTES = 10
 
 #: A failed provisioning's retries, Kueue's defaults for its ProvisioningRequest admission check:
-#: 3 tries, backoff from 60 s doubling, at most 30 minutes.
+#: 3 tries, backoff from 60 s doubling, at most 30 minutes. The backoff's first wait and its cap are settings
+#: (``SLIPWAY_PROVISIONING_BACKOFF_SECONDS``, ``SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS``), as Kueue's
+#: ``retryStrategy`` lets a ProvisioningRequestConfig set them; these are their defaults.
 MAX_TRIES = 3
 BACKOFF_BASE_SECONDS = 60
 BACKOFF_MAX_SECONDS = 1800
@@ -102,9 +104,10 @@ def new_nodes(missing_workers: int, node_units: int, units_per_node: int) -> int
     return math.ceil(missing_workers / per_node)
 
 
-def backoff_seconds(tries: int) -> int:
-    """How long a workload waits before its next provisioning after ``tries`` failed ones (1, 2, …)."""
-    return min(BACKOFF_BASE_SECONDS * 2 ** max(tries - 1, 0), BACKOFF_MAX_SECONDS)
+def backoff_seconds(tries: int, base: int = BACKOFF_BASE_SECONDS, cap: int = BACKOFF_MAX_SECONDS) -> int:
+    """How long a workload waits before its next provisioning after ``tries`` failed ones (1, 2, …): ``base``
+    doubling each try, at most ``cap``."""
+    return min(base * 2 ** max(tries - 1, 0), cap)
 
 
 def provisioning_state(request: dict) -> Provisioning:

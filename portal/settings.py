@@ -359,6 +359,15 @@ SLIPWAY_PLACEMENT_TIMEOUT_SECONDS = env_int("SLIPWAY_PLACEMENT_TIMEOUT_SECONDS",
 SLIPWAY_LOST_REPLACE_AFTER_MINUTES = env_int("SLIPWAY_LOST_REPLACE_AFTER_MINUTES", 15)
 # How often a cluster's heartbeat asks its training API again (docs/training.md).
 SLIPWAY_TRAINING_DISCOVERY_SECONDS = env_int("SLIPWAY_TRAINING_DISCOVERY_SECONDS", 300)
+# A failed provisioning's backoff on an atomic pool (docs/pools.md): the first wait, doubling each try, and its cap,
+# in seconds — Kueue's retryStrategy (backoffBaseSeconds, backoffMaxSeconds) and its defaults.
+SLIPWAY_PROVISIONING_BACKOFF_SECONDS = env_int("SLIPWAY_PROVISIONING_BACKOFF_SECONDS", 60)
+SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS = env_int("SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS", 1800)
+if not 1 <= SLIPWAY_PROVISIONING_BACKOFF_SECONDS <= SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS <= 7 * 24 * 3600:
+    raise ImproperlyConfigured(
+        "SLIPWAY_PROVISIONING_BACKOFF_SECONDS must be at least 1 and at most SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS, "
+        f"itself at most a week (604800), got {SLIPWAY_PROVISIONING_BACKOFF_SECONDS} and "
+        f"{SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS}")
 SLIPWAY_SANDBOX_INVENTORY = env_str("SLIPWAY_SANDBOX_INVENTORY", str(BASE_DIR / "sandbox" / "inventory.yaml"))
 SLIPWAY_KUBECONFIG = env_str("KUBECONFIG", "")  # empty: in-cluster config, then ~/.kube/config
 SLIPWAY_KUBE_QPS = env_float("SLIPWAY_KUBE_QPS", 20.0)

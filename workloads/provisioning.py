@@ -10,7 +10,8 @@ reconcile cycle reads the request's conditions each cycle (:func:`follow`):
   the workload is applied — its pods carry the annotations that consume the booked capacity;
 * ``Failed`` or ``BookingExpired``: the request is deleted, the workload gives its quota back and queues again
   at its old place, not admitted before a backoff (Kueue's defaults: :data:`cluster.pools.MAX_TRIES` tries, 60 s
-  doubling, 30 min at most), placed afresh; after the last try it fails with the autoscaler's words.
+  doubling, 30 min at most; the first wait and the cap are settings, as Kueue's ``retryStrategy`` makes them),
+  placed afresh; after the last try it fails with the autoscaler's words.
 
 Nothing is billed meanwhile: billing follows running pods, and none runs before its nodes are all up (a gang
 whose provisioning failed bills 0 GPU-minutes). A request is only ever created for admitted work, so no node is
@@ -25,6 +26,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Value
 from django.db.models.functions import Coalesce
 
@@ -225,7 +227,8 @@ def give_back(kind, backend, workload, cluster: Cluster, why: str, now: datetime
         lifecycle.fail(workload, f"its nodes could not be provisioned in {tries} tries ({where}): {why}"[:500],
                        ReasonCode.PROVISIONING_FAILED, now)
         return FAILED_FOR_GOOD
-    retry_at = now + timedelta(seconds=backoff_seconds(tries))
+    retry_at = now + timedelta(seconds=backoff_seconds(tries, settings.SLIPWAY_PROVISIONING_BACKOFF_SECONDS,
+                                                       settings.SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS))
     reason = (f"its nodes could not be provisioned ({where}: {why}); it tries again after {format_when(retry_at)} "
               f"(try {tries + 1} of {MAX_TRIES})")
     # Placed again when admitted again: afresh, or on this cluster stamped anew (its wait counts from then).

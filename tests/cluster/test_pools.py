@@ -36,6 +36,7 @@ def test_nodes_needed_counts_what_the_ready_nodes_cannot_hold(free, per_node, wo
 
 def test_backoff_is_kueues_60_s_doubling_to_30_min_over_3_tries():
     assert [backoff_seconds(t) for t in (1, 2, 3, 4, 10)] == [60, 120, 240, 480, BACKOFF_MAX_SECONDS]
+    assert [backoff_seconds(t, base=5, cap=15) for t in (1, 2, 3, 4)] == [5, 10, 15, 15]
     assert MAX_TRIES == 3 and BACKOFF_MAX_SECONDS == 1800
 
 

@@ -6,8 +6,9 @@ seconds (median 2 s, tail 4 s) and going after a minute idle:
 
 * a 4-node gang waits, admitted, with ``reason_code`` ``provisioning``; nothing of it runs and nothing is billed
   until all 4 nodes are up; then it runs on them, and once it has ended its idle nodes go;
-* with every provisioning failing, the next gang is queued again with the autoscaler's words and Kueue's backoff,
-  billed nothing; once the cloud has capacity again it runs after its backoff.
+* with every provisioning failing, the next gang is queued again with the autoscaler's words and a backoff (the
+  worker's is 10 s, ``SLIPWAY_PROVISIONING_BACKOFF_SECONDS``, where Kueue's default is a minute of waiting),
+  billed nothing; once the cloud has capacity again it runs, admitted no earlier than its backoff's end.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from django.utils import timezone
 from billing.models import UsageRecord
 from fleet import services as fleet
 from fleet.models import GpuFlavor, NodePool
+from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
+from quotas.models import QueuedRequest
 from sandbox import pools as sandbox_pools
 from sandbox.models import SimNode, SimObject, SimPod
 from tests.e2e.conftest import lend, module_worker, wait_for
@@ -38,6 +41,8 @@ pools:
               failure_probability: 0, revoke_probability: 0, unneeded_minutes: 1}
 """
 GANG = {"workers": 4, "gpus_per_worker": 8}
+#: The worker's backoff after a failed provisioning (seconds): the test waits it out.
+BACKOFF = 10
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +54,8 @@ def inventory(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def pool_worker(django_db_setup, tmp_path_factory, inventory):
-    yield from module_worker(tmp_path_factory, SLIPWAY_SANDBOX_INVENTORY=inventory)
+    yield from module_worker(tmp_path_factory, SLIPWAY_SANDBOX_INVENTORY=inventory,
+                             SLIPWAY_PROVISIONING_BACKOFF_SECONDS=str(BACKOFF))
 
 
 @pytest.fixture
@@ -107,8 +113,11 @@ def test_a_failed_provisioning_queues_the_gang_again_after_its_backoff_and_bills
     assert body["state"] == "queued" and "its nodes could not be provisioned (pool a100-80gb on default: " in \
         body["reason"] and "(try 2 of 3)" in body["reason"], body["reason"]
     assert not UsageRecord.objects.filter(ref=f"run:{run_id}").exists()  # 0 GPU-minutes for a failed gang
-    sandbox_pools.change("default", "a100", {"failure_probability": 0.0}, timezone.now())
+    sandbox_pools.change("default", "a100", {"failure_probability": 0.0}, timezone.now())  # before its next try
+    not_before = QueuedRequest.objects.get(ref=f"run:{run_id}").not_before
+    assert (not_before - timezone.now()).total_seconds() <= BACKOFF  # the worker's backoff, not Kueue's minute
     body = wait_for(lambda: (b := run_of(api, run_id))["state"] in ("succeeded", "failed") and b, timeout=200,
                     interval=1, what="the gang to run after its backoff")
     assert body["state"] == "succeeded", (body["reason"], worker.logs())
     assert body["attempt"] == 1  # a failed provisioning spends no attempt
+    assert TrainingRun.objects.get(pk=run_id).admitted_at >= not_before  # not before its backoff

@@ -142,6 +142,16 @@ def test_it_fails_loudly_on_a_bad_value(load_settings):
         load_settings(SLIPWAY_KUBE_BURST="lots")
 
 
+def test_it_reads_a_failed_provisionings_backoff_and_refuses_one_that_cannot_be(load_settings):
+    assert (load_settings()["SLIPWAY_PROVISIONING_BACKOFF_SECONDS"],
+            load_settings()["SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS"]) == (60, 1800)  # Kueue's defaults
+    s = load_settings(SLIPWAY_PROVISIONING_BACKOFF_SECONDS="5", SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS="40")
+    assert (s["SLIPWAY_PROVISIONING_BACKOFF_SECONDS"], s["SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS"]) == (5, 40)
+    for base, cap in (("0", "1800"), ("120", "60"), ("60", "604801"), ("-1", "1800")):
+        with pytest.raises(ImproperlyConfigured, match="SLIPWAY_PROVISIONING_BACKOFF_SECONDS"):
+            load_settings(SLIPWAY_PROVISIONING_BACKOFF_SECONDS=base, SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS=cap)
+
+
 def test_it_reads_who_may_scrape_the_metrics(load_settings):
     s = load_settings()
     assert s["SLIPWAY_METRICS_ALLOW"] == ("127.0.0.1/32", "::1/128") and s["SLIPWAY_METRICS_TOKEN"] == ""

@@ -177,6 +177,23 @@ def test_a_failed_provisioning_requeues_with_its_words_and_backoff_and_the_last_
     assert run.billed_cost == 0 and not UsageRecord.objects.filter(ref=run.ref).exists()
 
 
+def test_a_failed_provisionings_backoff_is_the_configured_one_doubling_to_its_cap(east, member, team, settings):
+    """SLIPWAY_PROVISIONING_BACKOFF_SECONDS and its cap, as Kueue's retryStrategy sets them (docs/pools.md)."""
+    settings.SLIPWAY_PROVISIONING_BACKOFF_SECONDS, settings.SLIPWAY_PROVISIONING_BACKOFF_MAX_SECONDS = 7, 10
+    run = gang(member, team)
+    for attempt, waits in ((1, 7), (2, 10)):  # 7 s, then 14 s held to 10
+        assert apply_workload("run", run.pk) == "provisioning"
+        set_request(east, f"{run.object_name}-nodes-1-{attempt}", "Failed", "NotEnoughCapacity: no a2-ultragpu-8g")
+        before = timezone.now()
+        rec.reconcile()
+        entry = QueuedRequest.objects.get(ref=run.ref)
+        assert waits - 2 <= (entry.not_before - before).total_seconds() <= waits + 2
+        assert admission.admit_waiting(team) == []
+        QueuedRequest.objects.filter(pk=entry.pk).update(not_before=timezone.now() - timedelta(seconds=1))
+        assert admission.admit_waiting(team) == [run.ref]
+        run.refresh_from_db()
+
+
 def test_a_failed_provisioning_keeps_a_run_that_resumes_a_checkpoint_on_its_cluster(east, member, team, settings):
     """A run that goes on from a checkpoint on east (its next attempt, kept there as a preempted run is) is queued
     again on east when its nodes do not come: placed afresh it would start elsewhere without its checkpoint, and
