@@ -78,49 +78,50 @@ def pytest_sessionstart(session):
 
 #: The tests marked ``slow`` (they start processes of their own — Celery workers, ``make run``, the
 #: benchmarks with their scratch databases — or open 64 connections at once) run one at a time in a
-#: lane: one xdist worker takes a lane's tests in turn, beside the other lane and the rest of the suite.
-#: Two lanes of about equal length (seconds measured on the 2-vCPU EPYC VM, main pass of 3,921 tests):
-#: the first is every slow module not listed here (the e2e tests of runs, endpoints, workspaces,
-#: preemption, metrics, alerts and shared GPUs), the second these. One lane held all of them (971 s) and
-#: was the whole pass's floor. On a loaded day (main pass of 4,526 tests) the lanes had grown apart,
-#: 721 s and 1,153 s: the alerts and shared-GPU e2e modules (~90 s each) moved to the first, and the
-#: benchmarks' smoke shrank. The lanes share nothing a test holds alone: each worker has its own
-#: database, Redis database and var directory (tests/settings.py), the ports are free ones, and the
-#: modules that open 64 connections at once (marked ``many_connections``) are all in this lane, one after
-#: another: PostgreSQL allows 100 in all (the quotas' two races, 47 and 26 s, and the booking race: the marker puts
-#: them here, not this list). The booking race, added later and left in the first lane, once ran beside the
-#: quotas' race: "too many clients", and a fuzz request and the race failed (2026-11-29).
-SECOND_LANE = {
-    "tests/e2e/test_serving_e2e.py": "192-256 s on the loaded VM: the gateway, canary and wake-from-zero story",
-    "tests/test_benchmarks.py": "84 s alone (100 s before the smallest sizes), scratch databases copied from one "
-                                "template, bench/api.py's port",
-    "tests/notifications/test_worker.py": "44 s",
-    "tests/portal/test_run_ctrl_c.py": "47 s alone: one make run, one Ctrl-C",
-    "tests/sandbox/test_shared_state.py": "28 s",
-    "tests/test_api_walkthrough.py": "25 s",
-    # 2026-11-27, main pass of 4,568 tests after the template database (1,131 s): the first lane 962 s of tests
-    # of a second or more, this one 667 s; this test moved here from the first.
-    "tests/workloads/test_startkind.py": "175 s: the scaffold, its linter and migrations check, its tests in a pytest",
-    # 2026-11-29, main pass of 5,396 tests (990 s): the first lane ran 980 s, the whole pass, and the machine idled
-    # at 18 % through its last 260 s; this lane 436 s. These moved here from the first (seconds in that run); with a
-    # worker for each lane (scripts/test.sh) the lanes ran 761 and 770 s of a 784 s pass, and 784 and 886 s of a
-    # 916 s pass in a clean-clone run (a slower hour, and a clean clone compiles the project first): the sweep-kill e2e
-    # (43 s) went back.
-    "tests/e2e/test_endpoints_e2e.py": "67 s",
-    "tests/e2e/test_run_metrics_e2e.py": "45 s",
-    "tests/e2e/test_training_apis_e2e.py": "40 s",
-    "tests/sandbox/test_engines.py": "26 s",
-    "tests/sandbox/test_canary_engines.py": "18 s",
-    "tests/sandbox/test_engine.py": "10 s",
-    "tests/inference/test_serving_load.py": "8 s",
+#: lane: one xdist worker takes a lane's tests in turn, beside the other lanes and the rest of the suite.
+#: Three lanes of about equal length: the first is every slow module not listed here, the others these. The
+#: lanes share nothing a test holds alone: each worker has its own database, Redis database and var directory
+#: (tests/settings.py) and the ports are free ones. The modules that open 64 connections at once (marked
+#: ``many_connections``) all run in the second lane, one after another, whatever this list says: PostgreSQL
+#: allows 100 in all (the quotas' two races and the booking race; the booking race, once left in the first lane,
+#: ran beside the quotas' race: "too many clients", 2026-11-29).
+#:
+#: History, in seconds of the 2-vCPU VM: one lane held all of them (971 s) and was the whole pass's floor; two lanes
+#: ran 852 and 867 s of a 905 s pass on 2026-12-01 (clean clone, 5,742 tests), each the pass's floor again, most of
+#: their time spent waiting on the wall clock (a one-minute idle window, a backoff, a grace period) while the cores
+#: had room. A third lane (and a worker for it, scripts/test.sh) lets three waits go on at once. CI prints each
+#: lane's modules with their seconds (tests/cpu_time.py): move a module when one lane nears the pass's time.
+LANES = {
+    "processes-2": {
+        "tests/e2e/test_serving_e2e.py": "115-130 s: the gateway, canary and wake-from-zero story",
+        "tests/test_benchmarks.py": "scratch databases copied from one template, bench/api.py's port",
+        "tests/workloads/test_startkind.py": "87 s: the scaffold, its linter and migrations check, its tests in a pytest",
+        "tests/portal/test_run_ctrl_c.py": "65 s: one make run, one Ctrl-C",
+        "tests/notifications/test_worker.py": "49 s",
+        "tests/sandbox/test_shared_state.py": "28 s",
+        "tests/test_api_walkthrough.py": "25 s",
+    },
+    "processes-3": {
+        "tests/e2e/test_endpoints_e2e.py": "67 s",
+        "tests/e2e/test_run_metrics_e2e.py": "45 s",
+        "tests/e2e/test_training_apis_e2e.py": "54 s, a preempted TrainJob's resume",
+        "tests/e2e/test_runs_e2e.py": "seven stories of runs",
+        "tests/e2e/test_shared_gpu_e2e.py": "about 90 s",
+        "tests/e2e/test_metrics_e2e.py": "two stories",
+        "tests/sandbox/test_engines.py": "26 s",
+        "tests/sandbox/test_canary_engines.py": "18 s",
+        "tests/sandbox/test_engine.py": "10 s",
+        "tests/inference/test_serving_load.py": "8 s",
+    },
 }
 
 
 def lane(item) -> str:
     """The xdist group of a ``slow`` test: its serial lane (the second for every ``many_connections`` one)."""
-    if "many_connections" in item.keywords or item.nodeid.split("::")[0] in SECOND_LANE:
+    if "many_connections" in item.keywords:
         return "processes-2"
-    return "processes"
+    module = item.nodeid.split("::")[0]
+    return next((name for name, modules in LANES.items() if module in modules), "processes")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
@@ -129,8 +130,8 @@ def pytest_collection_modifyitems(config, items):
 
     The modules of :data:`SQLITE_MODULES` are marked ``sqlite``.
 
-    Under pytest-xdist (``--dist loadgroup``) the ``slow`` tests run in two serial lanes
-    (:data:`SECOND_LANE`); every other test is spread over the workers. xdist hands out the largest
+    Under pytest-xdist (``--dist loadgroup``) the ``slow`` tests run in three serial lanes
+    (:data:`LANES`); every other test is spread over the workers. xdist hands out the largest
     groups first, so each lane starts at once on a worker of its own.
     """
     for item in items:

@@ -12,8 +12,8 @@ were about a fifth of the CPU a pass used (docs/operations.md "What the suite co
 Each phase's figure travels in its report's ``user_properties``, so the controller of an xdist run sums its
 workers' tests as well as a single process's.
 
-It also prints each serial lane's length (tests/conftest.py ``SECOND_LANE``): the wall seconds of its tests, which
-one worker runs one after another. A lane as long as the pass is its floor: on 2026-11-29 the first lane ran 980 s
+It also prints each serial lane's length (tests/conftest.py ``LANES``): the wall seconds of its tests, which
+one worker runs one after another, and its modules' share of it (what to move when lanes grow apart). A lane as long as the pass is its floor: on 2026-11-29 the first lane ran 980 s
 of a 990 s pass while the machine idled through the last 260 s of it (issue 48). And when each lane and the rest of
 the tests ran, in seconds into the pass (from the first test's start to the last one's end, as the reports reach
 the process that prints): which of them the pass waited for at its end.
@@ -33,6 +33,7 @@ SHOWN = 20
 _mark: dict[str, float] = {}
 _by_module: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # module -> [own, children]
 _lanes: dict[str, float] = defaultdict(float)  # xdist group -> wall seconds of its tests' phases
+_lane_modules: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # group -> module -> seconds
 _spans: dict[str, list[float]] = {}  # xdist group (or REST) -> [first start, last end], seconds into the pass
 _began = time.monotonic()
 REST = "the other tests"
@@ -69,6 +70,7 @@ def pytest_runtest_logreport(report) -> None:
     if "@" in report.nodeid.rpartition("]")[2]:  # an xdist group's test: "path::name[params]@group"
         group = report.nodeid.rpartition("@")[2]
         _lanes[group] += report.duration
+        _lane_modules[group][report.nodeid.split("::")[0]] += report.duration
     ended = time.monotonic() - _began
     span = _spans.setdefault(group, [ended - report.duration, ended])
     span[0], span[1] = min(span[0], ended - report.duration), max(span[1], ended)
@@ -92,5 +94,9 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if _lanes:
         terminalreporter.write_line("serial lanes (wall seconds of their tests, one after another): " + ", ".join(
             f"{group} {seconds:,.1f} s" for group, seconds in sorted(_lanes.items())))
+        for group, modules in sorted(_lane_modules.items()):
+            terminalreporter.write_line(f"  {group}: " + ", ".join(
+                f"{module.removeprefix('tests/')} {seconds:,.0f}" for module, seconds in
+                sorted(modules.items(), key=lambda item: -item[1])))
         terminalreporter.write_line("when they ran (seconds into the pass, first start to last end): " + ", ".join(
             f"{group} {start:,.1f}-{end:,.1f}" for group, (start, end) in sorted(_spans.items(), key=lambda s: s[1][1])))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.conftest import SECOND_LANE, SQLITE_MODULES
+from tests.conftest import LANES, SQLITE_MODULES
 from tests.settings import UIDS_PER_WORKER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,12 +24,14 @@ def test_every_module_the_sqlite_pass_names_exists():
     assert missing == []
 
 
-def test_every_module_of_the_second_lane_exists_and_is_slow():
+def test_every_module_a_lane_names_exists_is_slow_and_is_in_one_lane():
     """A renamed module would fall back to the first lane without a word, and an unmarked one would
     run outside the lanes (the two 64-connection modules beside each other)."""
-    missing = [path for path in SECOND_LANE if not (ROOT / path).is_file()]
+    listed = [path for modules in LANES.values() for path in modules]
+    assert len(listed) == len(set(listed))
+    missing = [path for path in listed if not (ROOT / path).is_file()]
     assert missing == []
-    unmarked = [path for path in SECOND_LANE if "pytest.mark.slow" not in (ROOT / path).read_text()]
+    unmarked = [path for path in listed if "pytest.mark.slow" not in (ROOT / path).read_text()]
     assert unmarked == []
 
 
@@ -53,7 +55,11 @@ def test_a_many_connections_test_is_in_the_second_lane_wherever_it_is_listed():
 
     racing = SimpleNamespace(nodeid="tests/x/test_race.py::test_it", keywords={"slow": 1, "many_connections": 1})
     plain = SimpleNamespace(nodeid="tests/x/test_race.py::test_it", keywords={"slow": 1})
+    third = next(iter(LANES["processes-3"]))
+    listed_elsewhere = SimpleNamespace(nodeid=f"{third}::test_it", keywords={"slow": 1, "many_connections": 1})
+    listed = SimpleNamespace(nodeid=f"{third}::test_it", keywords={"slow": 1})
     assert (lane(racing), lane(plain)) == ("processes-2", "processes")
+    assert (lane(listed_elsewhere), lane(listed)) == ("processes-2", "processes-3")
 
 
 def test_the_flush_deletes_every_referenced_table_before_the_tables_referencing_it():

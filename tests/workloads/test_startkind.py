@@ -14,7 +14,7 @@ It took 110 s on the 2-vCPU VM while other work loaded it (load average 4-5; 144
 two Django starts, for ``makemigrations`` and ``rbac``), ``makemigrations --check`` about 6 s, the tests 75-85 s
 (14 s of it the test database's migrations — now a copy of the run's template and the new kind's migration,
 tests/conftest.py ``django_db_setup`` —, 8 s the docs walk, 26 s the new kind's fuzz part, 10 s its verbs
-against a live server). Marked ``slow``, it runs in the second serial lane (tests/conftest.py ``SECOND_LANE``),
+against a live server). Marked ``slow``, it runs in the second serial lane (tests/conftest.py ``LANES``),
 the shorter one since the suite's template database; the refusals below take milliseconds.
 """
 
