@@ -4,13 +4,13 @@
 #
 # The whole suite (no arguments) is spread over the cores by pytest-xdist: each worker has
 # its own test database, Redis database and var directory (tests/settings.py); the tests that
-# start processes of their own run in three serial lanes (tests/conftest.py LANES). Three
+# start processes of their own run in two serial lanes (tests/conftest.py LANES). Two
 # workers more than the cores: one holds each lane the whole pass (its tests mostly wait on the
 # wall clock: a Celery beat, a grace period), the others take the rest. On the 2-vCPU VM
 # (2026-11-29, 5,396 tests, lanes of equal length) the main pass took 855 s with three workers,
 # the rest of the suite on one worker beside the lanes (the cores 67-84 % busy for minutes), and
-# 801 / 784 s with four. With two lanes, each lane was the pass's floor again by 2026-12-01 (852 and 867 s of
-# a 905 s pass): a third lane and its worker. Set TEST_WORKERS to choose how many workers (0: none, one process).
+# 801 / 784 s with four. A third lane and a fifth worker (2026-12-01): 938 s against 913 s on the same boot, the
+# CPU-bound tests slower (tests/conftest.py LANES). Set TEST_WORKERS to choose how many workers (0: none, one process).
 # Arguments go to pytest as they are, in one process (a developer's subset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +34,7 @@ options=()
 # CI prints the 25 slowest tests, each module's CPU seconds (tests/cpu_time.py: on two busy cores a test's
 # duration is mostly its wait for one) and the time of each pass (issue 36 measures the suite by them).
 if [ "${CI:-}" = "true" ]; then options+=(--durations=25 -p tests.cpu_time); fi
-workers="${TEST_WORKERS:-$(( $(nproc) + 3 ))}"
+workers="${TEST_WORKERS:-$(( $(nproc) + 2 ))}"
 if [ "$#" -eq 0 ] && [ "$workers" != "0" ]; then
   options+=(-n "$workers" --dist loadgroup)
 fi
