@@ -83,9 +83,12 @@ NOT_RETURNED = frozenset({"connection", "keep-alive", "proxy-authenticate", "te"
                           "transfer-encoding", "upgrade"})
 #: Why the gateway ended a request itself (``slipway_gateway_refused_total``'s ``reason``): no or a bad key, the
 #: key's rate limit, no replica ready within the hold, the client gone while its request was held or its body sent,
-#: the body not sent within the body timeout.
-REFUSED_KEY, REFUSED_LIMIT, REFUSED_HOLD, REFUSED_CLIENT_LEFT, REFUSED_BODY = (
-    "unauthorized", "rate_limited", "no_ready_replica", "client_left", "body_timeout")
+#: the body not sent within the body timeout, a body larger than :data:`MAX_BODY_BYTES`.
+REFUSED_KEY, REFUSED_LIMIT, REFUSED_HOLD, REFUSED_CLIENT_LEFT, REFUSED_BODY, REFUSED_TOO_LARGE = (
+    "unauthorized", "rate_limited", "no_ready_replica", "client_left", "body_timeout", "body_too_large")
+#: The largest request body the gateway reads (it reads a body whole before forwarding it): aiohttp's
+#: ``client_max_size``, past which the request is refused with a 413.
+MAX_BODY_BYTES = 64 * 1024 * 1024
 #: Seconds a client connection may stay idle, or take to send a request's line and headers, before it is closed:
 #: aiohttp's keep-alive timeout, given by ``manage.py gateway`` (aiohttp's own ``run_app`` default, stated here so
 #: that the bound on slow headers is Slipway's, not a default that may move).
@@ -308,7 +311,7 @@ class Gateway:
     # -- life ---------------------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        application = web.Application(client_max_size=64 * 1024 * 1024)
+        application = web.Application(client_max_size=MAX_BODY_BYTES)
         application["gateway"] = self
         application.router.add_get("/healthz", self.healthz)
         application.router.add_get("/metrics", self.metrics_view)
@@ -499,6 +502,9 @@ class Gateway:
         except TimeoutError:
             self._refuse(route, key, REFUSED_BODY, 408, arrived)
             return self._body_too_slow()
+        except web.HTTPRequestEntityTooLarge:  # was aiohttp's own plain-text 413, counted nowhere
+            self._refuse(route, key, REFUSED_TOO_LARGE, 413, arrived)
+            return self._body_too_large()
         except ConnectionResetError:  # it hung up mid-body: was a 500 to nobody and a traceback in the log
             self._refuse(route, None, REFUSED_CLIENT_LEFT, 499, arrived)  # as a held one that left: no answer
             return web.Response(status=499, reason="Client Closed Request")
@@ -541,6 +547,14 @@ class Gateway:
         response = web.Response(status=408, content_type="application/json", body=error_body(
             408, f"The request's body did not arrive within {self.body_timeout:g} s.", "invalid_request_error",
             "body_timeout"))
+        response.force_close()
+        return response
+
+    def _body_too_large(self) -> web.Response:
+        """413 in the API's error shape, and the connection closed after it: the rest of the body is not read."""
+        response = web.Response(status=413, content_type="application/json", body=error_body(
+            413, f"The request's body is larger than the gateway takes ({MAX_BODY_BYTES // (1024 * 1024)} MiB).",
+            "invalid_request_error", "body_too_large"))
         response.force_close()
         return response
 

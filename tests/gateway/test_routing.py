@@ -29,7 +29,7 @@ from cluster.backends.base import ServiceRef
 from cluster.backends.kubernetes import KubernetesBackend
 from gateway.keys import KeyCache
 from gateway.recorder import COLUMN_MAX, STEP, Outcome, Recorder, Unwritten
-from gateway.server import WHOLE_ANSWER_LIMIT, StreamTokens, split_path
+from gateway.server import MAX_BODY_BYTES, WHOLE_ANSWER_LIMIT, StreamTokens, split_path
 from inference import canary, histogram
 from inference.constants import RevisionState
 from inference.manifests import METRIC_GATEWAY_REQUESTS_PER_SECOND, QUERIES
@@ -803,6 +803,52 @@ def test_a_client_that_hangs_up_mid_body_is_counted_as_gone_not_a_500(team, capl
     assert replica.answered == 0
     assert series(gateway, "slipway_gateway_refused_total", endpoint=endpoint.object_name, reason="client_left") == 1
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def test_a_body_past_the_largest_gets_the_apis_413_and_is_counted_as_refused(team):
+    """A body over the gateway's 64 MiB was refused by aiohttp itself: a plain-text 413 no client written for the
+    API's error shape reads, counted nowhere (neither the refusals nor the key's hour). It is the gateway's refusal,
+    as a body too slow is: the API's error shape, the connection closed, counted by reason and in the key's hour."""
+    endpoint = make_endpoint(team)
+    raw, key = make_key(team, endpoint)
+    replica = Replica()
+    gateway = InProcessGateway(redis_url="")
+    gateway.keys.refresh()
+    chunk = b" " * (1024 * 1024)
+
+    async def scenario():
+        server = await upstream(replica.answer)
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        port = int((await gateway.serve()).rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write((f"POST /{team.slug}/{endpoint.name}/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                          f"Bearer {raw}\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {MAX_BODY_BYTES + len(chunk)}\r\n\r\n").encode())
+            for _ in range(MAX_BODY_BYTES // len(chunk) + 1):  # sent until the gateway has ended the request
+                writer.write(chunk)
+                await writer.drain()
+                if not gateway.ended.empty():
+                    break
+            status = await asyncio.wait_for(gateway.ended.get(), 10)
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if line)
+            body = await asyncio.wait_for(reader.readexactly(int(headers["Content-Length"])), 10)
+            return status, head.split(b" ")[1], headers, body
+        finally:
+            writer.close()
+            await gateway.close()
+            await server.close()
+
+    status, answered, headers, body = asyncio.run(scenario())
+    assert status == 413 and answered == b"413" and headers["Connection"] == "close"
+    assert json.loads(body)["error"]["code"] == "body_too_large" and "64 MiB" in json.loads(body)["error"]["message"]
+    assert replica.answered == 0
+    labels = {"endpoint": endpoint.object_name}
+    assert series(gateway, "slipway_gateway_refused_total", reason="body_too_large", **labels) == 1
+    assert series(gateway, "slipway_gateway_requests_total", **labels) == 0
+    _traffic, usage = gateway.recorder.take()
+    assert [(k[0], counts["requests_4xx"]) for k, counts in usage.items()] == [(key.pk, 1)]
 
 
 def test_a_client_that_reads_nothing_of_a_whole_answer_is_dropped_at_the_write_timeout(team):
