@@ -68,7 +68,8 @@ from inference.routing import Picker, Route, Target
 logger = logging.getLogger("slipway.gateway")
 
 #: Request headers never forwarded: hop-by-hop ones (RFC 9110 §7.6.1), the client's credentials for the gateway
-#: (its key) and cookies, and what aiohttp sets itself (Host, the body's framing).
+#: (its key) and cookies, and what aiohttp sets itself (Host, the body's framing). A body's ``Content-Encoding``
+#: goes on with the body as it was sent (:meth:`Gateway.app`).
 DROPPED = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                      "trailers", "transfer-encoding", "upgrade", "authorization", "cookie", "host", "content-length"})
 #: The headers by which a proxy tells the next hop about the client's request (its address, scheme, host, port, path
@@ -311,7 +312,10 @@ class Gateway:
     # -- life ---------------------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        application = web.Application(client_max_size=MAX_BODY_BYTES)
+        # A request's body is read as it was sent and forwarded so, its Content-Encoding with it, as the replica's
+        # answer comes back (the client session's auto_decompress): aiohttp decoded a gzip body as it read it, so the
+        # decoded body went on under "Content-Encoding: gzip", and one that did not decode was a 500 and a traceback.
+        application = web.Application(client_max_size=MAX_BODY_BYTES, handler_args={"auto_decompress": False})
         application["gateway"] = self
         application.router.add_get("/healthz", self.healthz)
         application.router.add_get("/metrics", self.metrics_view)

@@ -6,6 +6,7 @@ additive writes of two recorders; and the request path of a gateway served in th
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
 import random
@@ -18,6 +19,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 from django.db import OperationalError, connection
 from django.utils import timezone
 from hypothesis import given, settings
@@ -585,6 +587,42 @@ def test_forwarding_headers_are_believed_only_from_a_trusted_proxy(team):
     assert headers["x-forwarded-for"] == ["203.0.113.6, 127.0.0.1"]
     assert headers["forwarded"] == ["for=203.0.113.6;proto=https;host=evil.example"]
     assert headers["x-forwarded-port"] == ["443"]
+
+
+def test_a_compressed_body_is_forwarded_as_it_was_sent(team, caplog):
+    """aiohttp decoded a request body sent with ``Content-Encoding: gzip`` as the gateway read it: the decoded body
+    went on under the client's ``Content-Encoding: gzip`` (a replica honouring it could not read it), and a body that
+    did not decode raised out of the handler: a 500 for the team's caller and a traceback. A body goes on as it was
+    sent, its coding with it — the replica's to read, as the replica's answer comes back untouched."""
+    endpoint = make_endpoint(team)
+    raw, _key = make_key(team, endpoint)
+    seen = []
+
+    async def replica(request):
+        seen.append((request.headers.get("Content-Encoding"), await request.read()))
+        return web.json_response({})
+
+    gateway = InProcessGateway(redis_url="")
+    gateway.keys.refresh()
+    packed = gzip.compress(json.dumps({"prompt": "hello " * 50}).encode())
+
+    async def scenario():
+        application = web.Application(handler_args={"auto_decompress": False})  # a replica that reads what came
+        application.router.add_route("*", "/{tail:.*}", replica)
+        server = TestServer(application, host="127.0.0.1")
+        await server.start_server()
+        gateway.route(endpoint, (1, 100, (base_url(server),)))
+        target = f"{await gateway.serve()}/{team.slug}/{endpoint.name}/v1/completions"
+        headers = {**bearer(raw), "Content-Encoding": "gzip", "Content-Type": "application/json"}
+        async with httpx.AsyncClient() as client:
+            answers = [await client.post(target, content=body, headers=headers) for body in (packed, b"not gzip")]
+        await gateway.close()
+        await server.close()
+        return answers
+
+    assert [answer.status_code for answer in asyncio.run(scenario())] == [200, 200]
+    assert seen == [("gzip", packed), ("gzip", b"not gzip")]
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
 
 
 def test_an_answer_nested_past_the_parsers_reach_passes_untouched_and_uncounted(team, caplog):
