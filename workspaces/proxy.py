@@ -160,7 +160,10 @@ async def handle(request: web.Request) -> web.StreamResponse:
 
 def make_app(portal_url: str) -> web.Application:
     """The proxy, sending browsers without a pass to the portal at ``portal_url`` (its Open)."""
-    app = web.Application()
+    # A request's body goes on as the browser sent it, its Content-Encoding with it, as the server's answer comes back
+    # (auto_decompress=False on both sides): aiohttp decoded a gzip body as the proxy read it, and the decoded body
+    # went on under "Content-Encoding: gzip".
+    app = web.Application(handler_args={"auto_decompress": False})
     app["portal_url"] = portal_url.rstrip("/")
 
     async def session(app: web.Application):

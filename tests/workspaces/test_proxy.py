@@ -8,6 +8,8 @@ with the same function as ``/workspaces/auth/``, and forwards HTTP and websocket
 
 from __future__ import annotations
 
+import gzip
+import re
 import socket
 import threading
 from urllib.parse import parse_qs, urlsplit
@@ -108,13 +110,14 @@ def test_open_the_ticket_the_cookie_then_http_and_websockets_with_no_portal_cook
     assert httpx.get(f"http://127.0.0.1:{proxy}{base}api/status", headers=headers, timeout=5).status_code == 404
 
 
-def test_the_proxy_forwards_no_cookie_to_the_server(proxy, served, member):
-    """The Cookie header the server receives, seen by an echo: the local server is swapped for a listener that
-    records the raw request the proxy sends it."""
+def test_the_proxy_forwards_no_cookie_and_the_body_as_sent_to_the_server(proxy, served, member):
+    """What the server receives, seen by an echo: the local server is swapped for a listener that records the raw
+    requests the proxy sends it. No cookie; and a body as the browser sent it, its ``Content-Encoding`` with it
+    (aiohttp decoded a gzip body as the proxy read it, and the decoded body went on under "Content-Encoding: gzip")."""
     workspace = served
     echo = socket.socket()
     echo.bind(("127.0.0.1", 0))
-    echo.listen(1)
+    echo.listen(2)
     local.LocalServer.objects.filter(workspace_id=workspace.pk).update(port=echo.getsockname()[1])
     opened = urlsplit(services.open_url(member, workspace))
     base = base_url(workspace.object_name)  # the server's API; Open lands on its lab page
@@ -122,12 +125,16 @@ def test_the_proxy_forwards_no_cookie_to_the_server(proxy, served, member):
     cookie = browser.get(f"{opened.path}?{opened.query}").cookies[access.COOKIE]
     echo.settimeout(10)
     seen: list[bytes] = []
+    packed = gzip.compress(b'{"content": "print(1)"}')
 
     def answer() -> None:
-        while not seen:  # the address is handed out once it accepts: the probes that check so carry no request
+        while len(seen) < 2:  # the address is handed out once it accepts: the probes that check so carry no request
             conn, _ = echo.accept()
             with conn:
-                if request := conn.recv(65536):
+                request = b""
+                while not whole(request) and (chunk := conn.recv(65536)):
+                    request += chunk
+                if request:
                     seen.append(request)
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
 
@@ -135,10 +142,37 @@ def test_the_proxy_forwards_no_cookie_to_the_server(proxy, served, member):
     thread.start()
     response = browser.get(f"{base}api/status",
                            headers={"Cookie": f"{access.COOKIE}={cookie}; sessionid=portal-session; csrftoken=c"})
+    posted = browser.post(f"{base}api/contents/x.py", content=packed, headers={
+        "Cookie": f"{access.COOKIE}={cookie}", "Content-Encoding": "gzip", "Content-Type": "application/json"})
     thread.join(10)
     echo.close()
-    assert response.status_code == 200
+    assert response.status_code == 200 and posted.status_code == 200
     request = seen[0].decode().lower()
     assert "\r\ncookie:" not in request
     assert f"authorization: token {services.token_of(workspace)}".lower() in request
     assert f"host: {workspace.object_name}.localhost:{proxy}" in request
+    head, _, body = seen[1].partition(b"\r\n\r\n")
+    assert b"\r\ncontent-encoding: gzip" in head.lower() and unchunked(body) == packed
+
+
+def whole(request: bytes) -> bool:
+    """Whether ``request`` (raw HTTP/1.1) is complete: its head, and its body as long as it says or chunked to its
+    last chunk (the proxy streams a body on, chunked)."""
+    head, found, body = request.partition(b"\r\n\r\n")
+    if not found:
+        return False
+    if b"\r\ntransfer-encoding: chunked" in head.lower():
+        return body.endswith(b"0\r\n\r\n")
+    length = re.search(rb"\r\ncontent-length: *(\d+)", head.lower())
+    return len(body) >= int(length.group(1)) if length else True
+
+
+def unchunked(body: bytes) -> bytes:
+    """A chunked body's bytes (RFC 9112 §7.1)."""
+    data = b""
+    while True:
+        size, _, rest = body.partition(b"\r\n")
+        count = int(size.split(b";")[0], 16)
+        if count == 0:
+            return data
+        data, body = data + rest[:count], rest[count + 2:]
