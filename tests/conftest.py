@@ -93,7 +93,8 @@ def pytest_sessionstart(session):
 #: floor, and the fifth process made the CPU-bound tests slower (the startkind proof 87 -> 112 s, ``make run``'s
 #: Ctrl-C 65 -> 108 s). So two lanes. The seconds per module are from that run (its load): CI prints each lane's
 #: modules with theirs (tests/cpu_time.py): move a module when one lane nears the pass's time. The TrainJob e2e
-#: (98 s) moved to the first lane when the pools' e2e stopped waiting out a minute's backoff (-50 s).
+#: (98 s) moved to the first lane when the pools' e2e stopped waiting out a minute's backoff (-50 s); the next clean
+#: clone's lanes ran 903 and 817 s (the other tests ended at 940 s), and the gateway's processes (44 s) came here.
 LANES = {
     "processes-2": {
         "tests/test_benchmarks.py": "184 s: scratch databases copied from one template, bench/api.py's port",
@@ -109,6 +110,7 @@ LANES = {
         "tests/sandbox/test_canary_engines.py": "21 s",
         "tests/sandbox/test_engine.py": "20 s",
         "tests/inference/test_serving_load.py": "15 s",
+        "tests/gateway/test_gateway.py": "44 s: two real gateway processes (manage.py gateway)",
     },
 }
 
