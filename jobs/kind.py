@@ -46,6 +46,7 @@ from workloads.registry import (
     Reactions,
     Trials,
     WorkloadKind,
+    kind_of,
 )
 
 #: Runs the dashboard lists, newest first.
@@ -98,7 +99,7 @@ def training_spec(run: TrainingRun) -> TrainingSpec:
         memory_gb=run.memory_gb,
         shm_gb=run.shm_gb,
         max_retries=run.max_retries,
-        max_runtime_minutes=run.max_runtime_minutes,
+        active_deadline_seconds=_deadline_seconds(run),
         spot=run.spot,
         volumes=tuple(VolumeSpec(v["claim"], v["mount_path"], bool(v.get("read_only"))) for v in run.volumes),
         checkpoint=checkpoint_spec(run),
@@ -106,6 +107,15 @@ def training_spec(run: TrainingRun) -> TrainingSpec:
         training_api=run.training_api,
         runtime=run.training_runtime,
     )
+
+
+def _deadline_seconds(run: TrainingRun) -> int | None:
+    """The current attempt's ``activeDeadlineSeconds``: what its runtime limit leaves it, in seconds; None without a
+    limit. At least 1, never 0 (no deadline at all): a run whose attempts ran its whole limit fails when it would
+    be queued again (workloads.lifecycle.requeue), but a run in flight when limits began to count attempts may
+    have had more counted by the migration than its limit."""
+    left = kind_of(run).runtime_left(run)
+    return max(int(left.total_seconds()), 1) if left is not None else None
 
 
 def recent_runs(team) -> dict:

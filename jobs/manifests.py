@@ -122,8 +122,8 @@ def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
         "podFailurePolicy": {"rules": [
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
     }
-    if spec.max_runtime_minutes:
-        job_spec["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60
+    if spec.active_deadline_seconds:
+        job_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds
     job_spec["template"] = _pod_template(spec, config, container=container, restart_policy="Never")
     return {
         "apiVersion": "batch/v1",
@@ -173,8 +173,8 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
         # Finished jobs must not keep straggler pods (and their GPUs); failed pods stay for reasons.
         "cleanPodPolicy": "Running",
     }
-    if spec.max_runtime_minutes:
-        run_policy["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60
+    if spec.active_deadline_seconds:
+        run_policy["activeDeadlineSeconds"] = spec.active_deadline_seconds
     if config.gang_scheduler:
         # All-or-nothing: a half-scheduled job would hold GPUs while waiting for its peers.
         run_policy["schedulingPolicy"] = {"minAvailable": spec.workers}
@@ -236,8 +236,8 @@ def build_trainjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
         "runtimePatches": [{"manager": PATCH_MANAGER,
                             "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs}}}}],
     }
-    if spec.max_runtime_minutes:
-        body["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60
+    if spec.active_deadline_seconds:
+        body["activeDeadlineSeconds"] = spec.active_deadline_seconds
     return {"apiVersion": TRAINJOB_API[0], "kind": "TrainJob", "metadata": meta, "spec": body}
 
 

@@ -9,6 +9,7 @@ says and decides nothing. The rules (issue 34: a preempted run's page contradict
   (``started_at`` is the first attempt's); a finished one how long its attempts ran in all;
 * one "Cluster" row, the current attempt's placement (the Kubernetes objects are a row of their
   own); each earlier attempt shows its own cluster and reason under "Attempts";
+* a runtime limit counts every attempt: a run on a later attempt says what its earlier ones left of it;
 * "Last checkpoint" is what the current attempt reported; a checkpoint an earlier attempt
   reported is shown under that attempt, and as what the current one resumes from;
 * the timeline lists what happened in the order it happened — every attempt's steps, sorted by
@@ -33,6 +34,7 @@ from jobs.constants import TIMELINE, RunState
 from jobs.models import TrainingRun
 from jobs.progress import Eta, Progress, TrainerReport
 from workloads.models import Attempt
+from workloads.registry import kind_of
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ class RunPage:
     resumes_from: dict | None  #: an earlier attempt's checkpoint it resumes from (``attempt`` among its keys)
     attempts: list[AttemptRow]
     timeline: list[Step]
+    #: "42 min of its 1 h 00 min limit: its earlier attempts ran 18 min" while a run with a runtime limit that an
+    #: earlier attempt used some of is not final (the limit counts every attempt); "" otherwise (no row)
+    runtime_left: str = ""
 
 
 def run_page(run: TrainingRun, earlier: list[Attempt], now: datetime) -> RunPage:
@@ -110,7 +115,17 @@ def run_page(run: TrainingRun, earlier: list[Attempt], now: datetime) -> RunPage
         resumes_from=resumes if run.attempt > 1 else None,
         attempts=[_row(a) for a in earlier],
         timeline=timeline(run, earlier),
+        runtime_left=_runtime_left(run),
     )
+
+
+def _runtime_left(run: TrainingRun) -> str:
+    """The "Runtime left" row's words (:attr:`RunPage.runtime_left`)."""
+    left = kind_of(run).runtime_left(run)
+    if left is None or run.is_final or not run.earlier_run_seconds:
+        return ""
+    return (f"{format_duration(left)} of its {format_duration(run.max_runtime_minutes * 60)} limit: its earlier "
+            f"attempts ran {format_duration(run.earlier_run_seconds)}")
 
 
 def _attempt_began(run: TrainingRun, earlier: list[Attempt]) -> datetime | None:

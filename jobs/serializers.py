@@ -147,7 +147,8 @@ class RunCreateSerializer(serializers.Serializer):
                                     help_text="At most memory_gb.")
     max_retries = serializers.IntegerField(min_value=0, max_value=c.MAX_RETRIES, default=2)
     max_runtime_minutes = serializers.IntegerField(min_value=1, max_value=c.MAX_RUNTIME_MINUTES, required=False,
-                                                   help_text="Becomes activeDeadlineSeconds.")
+                                                   help_text="Counts every attempt: each attempt's "
+                                                             "activeDeadlineSeconds is what the earlier ones left.")
     priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
     spot = serializers.BooleanField(default=False)
     volumes = VolumeSerializer(many=True, required=False)
@@ -191,7 +192,7 @@ class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, Secr
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "framework", "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
-            "checkpoint", "last_checkpoint", "attempt", "cluster", "placement_reason", "cluster_selector",
+            "checkpoint", "last_checkpoint", "attempt", "earlier_run_seconds", "cluster", "placement_reason", "cluster_selector",
             "price_per_hour", "currency", "gpu_memory_gb", "progress", "gpu_utilization", "gpu_memory_used_gb",
             "gpu_memory_total_gb",
         ]

@@ -59,7 +59,9 @@ class TrainingSpec:
     memory_gb: float | None = None
     shm_gb: float | None = None
     max_retries: int = 2
-    max_runtime_minutes: int | None = None
+    #: The current attempt's ``activeDeadlineSeconds``: what its runtime limit leaves it after its earlier
+    #: attempts (:meth:`workloads.registry.WorkloadKind.runtime_left`); None: no limit.
+    active_deadline_seconds: int | None = None
     spot: bool = False
     volumes: tuple[VolumeSpec, ...] = ()
     #: The checkpoint contract, when the run opted in (None: pods exactly as without it).

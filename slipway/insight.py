@@ -41,12 +41,13 @@ def _progress_words(progress: dict) -> str:
     if progress.get("eta") is None:
         return words + ", ETA unknown (no rate yet)"
     seconds = progress.get("eta_seconds") or 0
-    when = "any moment now" if seconds <= 0 else f"in {_span(seconds)}"
+    when = "any moment now" if seconds <= 0 else f"in {span_words(seconds)}"
     words += f", ETA {progress['eta']} ({when})"
     return words + (" — no report for 15 min, it may not hold" if progress.get("stale") else "")
 
 
-def _span(seconds: int) -> str:
+def span_words(seconds: int) -> str:
+    """"45 s", "12 min", "2 h 05 min": a span of time as the CLI says it."""
     minutes = round(seconds / 60)
     if minutes < 1:
         return f"{seconds} s"
@@ -175,4 +176,4 @@ def _eta(progress: dict | None) -> str:
     if progress.get("eta") is None:
         return "unknown"
     seconds = progress.get("eta_seconds") or 0
-    return ("now" if seconds <= 0 else f"in {_span(seconds)}") + (" (stale)" if progress.get("stale") else "")
+    return ("now" if seconds <= 0 else f"in {span_words(seconds)}") + (" (stale)" if progress.get("stale") else "")

@@ -27,7 +27,7 @@ from slipway.failures import (
     idempotency_key,
     refusals,
 )
-from slipway.insight import progress_words
+from slipway.insight import progress_words, span_words
 from slipway.output import console, dump, fields, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec, show_preview
 
@@ -161,6 +161,7 @@ def describe(client: Client, run_ref: str, output: str) -> None:
         ("Runs as", f"{run.get('resource_kind')} ({run.get('framework')})"),
         ("Progress", progress_words(run.get("progress"))),
         ("Attempt", f"{run['attempt']} (up to {run['max_retries']} retries)"),
+        ("Runtime limit", runtime_limit_words(run)),
         ("Last checkpoint", f"step {checkpoint['step']} at {checkpoint['at']}: {checkpoint['path']}" if checkpoint
          else ("none reported yet" if run.get("checkpoint") else None)),
         ("Cost to date", money(run["cost_to_date"], run.get("currency", ""))),
@@ -180,6 +181,16 @@ def describe(client: Client, run_ref: str, output: str) -> None:
         for event in events:
             click.echo(f"  {event.get('time') or ''} {event.get('type', '')} {event.get('reason', '')}: "
                        f"{event.get('message', '')}")
+
+
+def runtime_limit_words(run: dict) -> str | None:
+    """"30 min", or "30 min; its earlier attempts ran 12 min" (a limit counts every attempt: what they ran is
+    not the current attempt's); None without a limit."""
+    limit = run.get("max_runtime_minutes")
+    if not limit:
+        return None
+    earlier = run.get("earlier_run_seconds") or 0
+    return f"{limit} min" + (f"; its earlier attempts ran {span_words(earlier)}" if earlier else "")
 
 
 @runs.command()

@@ -17,13 +17,14 @@ from django.utils import timezone
 import fleet.services as fleet
 from billing import ledger, segments
 from billing.models import PreemptionEvent
+from core.formatting import format_duration
 from quotas import admission
 from quotas.queue import queue_reason
 from teams.services import lock_team
 from workloads import attempts, secrets
 from workloads.cycle.placement import KEPT_PLACEMENT
 from workloads.events import workload_moved
-from workloads.models import STOP_CODES, ReasonCode
+from workloads.models import STOP_CODES, ReasonCode, ran_between
 from workloads.registry import Checkpoints, kind_of
 
 
@@ -200,9 +201,14 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
     were), and its placement reason says so (the earlier one's figures are that attempt's); else
     it is placed afresh; ``place_again`` says so explicitly (a lost cluster: placed afresh). What
     the ending attempt was — where and why it ran, its times, its checkpoint — is kept
-    (:func:`workloads.attempts.close`), beside the logs saved while its pods stopped. False when
-    there was nothing to do.
+    (:func:`workloads.attempts.close`), beside the logs saved while its pods stopped, and its time is added to
+    what its earlier attempts ran (``earlier_run_seconds``). Work whose attempts have used up its runtime limit
+    does not queue again: it fails there (:func:`_out_of_time`). False when there was nothing to do.
     """
+    ran = ran_between(workload.attempt_started, now) or timedelta(0)
+    left = kind.runtime_left(workload)
+    if left is not None and ran >= left:
+        return _out_of_time(kind, workload, now, ran, code)
     lc = kind.lifecycle
     if place_again is None:
         place_again = not any(r.kept_across_attempts for r in kind.resources)
@@ -223,15 +229,46 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
             pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
         ).update(state=lc.queued, reason=event_reason[:500], reason_code=code, preempting_since=None,
                  admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt=F("attempt") + 1,
-                 attempt_started_at=None, provisioning_since=None, provisioning_failures=0, **placement)
+                 attempt_started_at=None, provisioning_since=None, provisioning_failures=0,
+                 earlier_run_seconds=workload.earlier_run_seconds + int(ran.total_seconds()), **placement)
         if not updated:
             return False
+        # What it commits when admitted again is what this attempt left: the count as written (the row matched the
+        # snapshot's preemption, and only a requeue, which ends that, moves the count).
+        workload.earlier_run_seconds += int(ran.total_seconds())
         # The snapshot the update matched (same preemption) is the attempt that ends here.
         attempts.close(workload, Checkpoints.of(kind).last_checkpoint(workload), now, event_reason, code, event[1] if event else "")
         # Queued again, it shows a quote again until its next hold's segment opens (its rate then is
         # that moment's): the hold it gives back here is no longer its money (Workload.segment).
         _close_billing(workload, now)
         admission.requeue(workload.team, workload.ref, kind.admission_request(workload), workload.created_at)
+    return True
+
+
+def _out_of_time(kind, workload, now: datetime, ran: timedelta, code: ReasonCode) -> bool:
+    """A preempted workload whose attempts have run its whole runtime limit fails where :func:`requeue` would queue
+    it again, as Kueue deactivates a workload past its ``maximumExecutionTimeSeconds``: another attempt would
+    have no time to run. Its current attempt (which ran ``ran``) stays its last: nothing to close. Its segment
+    is billed to ``now`` (the grace was its owner's time), its quota released. Under the team's admission lock,
+    conditional on the same preemption; the caller admits the team's queue. False when nothing moved."""
+    limit = timedelta(minutes=getattr(workload, kind.runtime_limit))
+    total = timedelta(seconds=workload.earlier_run_seconds) + ran
+    cause = "its cluster was lost" if code == ReasonCode.CLUSTER_LOST else "it was preempted"
+    ran_words = (f"it ran {format_duration(total)} until {cause}" if workload.attempt == 1 else
+                 f"its {workload.attempt} attempts ran {format_duration(total)} in all, the last until {cause}")
+    words = f"Its runtime limit ({format_duration(limit)}) is used up: {ran_words}; not queued again"
+    with transaction.atomic():
+        admission.lock_admission(workload.team)
+        updated = type(workload).objects.filter(
+            pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
+        ).update(state=kind.lifecycle.failed, reason=words[:500], reason_code=ReasonCode.RUNTIME_LIMIT,
+                 preempting_since=None, finished_at=now)
+        if not updated:
+            return False
+        _close_billing(workload, now)
+        release_holdings(workload.ref)
+        workload_moved.send(sender=type(workload), workload=workload, state=kind.lifecycle.failed,
+                            reason=words[:500], at=now)
     return True
 
 

@@ -84,6 +84,7 @@ class ReasonCode(models.TextChoices):
     PRUNING = "pruning", "Being pruned by its sweep: its pods save and stop"
     PRUNED = "pruned", "Pruned by its sweep: stopped early, its checkpoint kept"
     STOPPING = "stopping", "Being stopped with its sweep: its pods save and stop"
+    RUNTIME_LIMIT = "runtime_limit", "Its runtime limit was used up over its attempts"
 
 
 #: A stop through the checkpoint contract on its owner's behalf (:func:`workloads.lifecycle.stop`): while its pods
@@ -313,6 +314,10 @@ class Workload(models.Model):
     #: When the current attempt's pods started (its first container), as the cycle first saw it;
     #: cleared when it is queued again. ``started_at`` stays the first attempt's (billing, "Ran for").
     attempt_started_at = models.DateTimeField(null=True, blank=True)
+    #: How long its earlier attempts ran, in whole seconds (each as :func:`ran_between` counts it), added when it is
+    #: queued again (:func:`workloads.lifecycle.requeue`). A runtime limit counts every attempt, as Kueue's
+    #: ``maximumExecutionTimeSeconds`` does: each attempt gets what is left (docs/glossary.md "runtime limit").
+    earlier_run_seconds = models.PositiveIntegerField(default=0, db_default=0)
     #: Where it runs (docs/design.md "Sharing, preemption, clusters"): set when it is placed, before its first apply, and
     #: cleared only when it is withdrawn before it started or queued again. Null: not placed yet.
     cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
@@ -613,6 +618,14 @@ ATTEMPT_ENDS = {ReasonCode.PREEMPTED: "preempted", ReasonCode.CLUSTER_LOST: "clu
 INTERRUPTED = "interrupted"
 
 
+def ran_between(started: datetime | None, ended: datetime | None) -> timedelta | None:
+    """How long an attempt ran: from its pods' start to its end, the grace included (it was billed); None when it
+    never started. The one rule of an attempt's time: pages add it up, and a runtime limit counts it."""
+    if started is None or ended is None:
+        return None
+    return max(ended - started, timedelta(0))
+
+
 class Attempt(models.Model):
     """One earlier attempt of a workload that was queued again: where it ran, how it ended, its logs.
 
@@ -673,10 +686,8 @@ class Attempt(models.Model):
 
     @property
     def ran_for(self) -> timedelta | None:
-        """From its pods' start to its end (the grace included: it was billed); None when it never started."""
-        if self.started_at is None or self.ended_at is None:
-            return None
-        return max(self.ended_at - self.started_at, timedelta(0))
+        """How long it ran (:func:`ran_between`); None when it never started."""
+        return ran_between(self.started_at, self.ended_at)
 
     @property
     def last_checkpoint(self) -> dict | None:

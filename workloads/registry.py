@@ -18,7 +18,7 @@ import abc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 
 from django.conf import settings
@@ -163,10 +163,22 @@ class WorkloadKind(abc.ABC):
             return 0
         return math.prod(int(getattr(workload, column) or 0) for column in self.committed_units)
 
+    def runtime_left(self, workload) -> timedelta | None:
+        """What its current attempt may run: its :attr:`runtime_limit` less what its earlier attempts ran
+        (``earlier_run_seconds``), never below nothing; None without a limit. A limit counts every attempt, as
+        Kueue's ``maximumExecutionTimeSeconds`` does, so a preempted run does not start its limit over
+        (docs/glossary.md "runtime limit")."""
+        minutes = getattr(workload, self.runtime_limit) if self.runtime_limit else None
+        if not minutes:
+            return None
+        return max(timedelta(minutes=minutes, seconds=-workload.earlier_run_seconds), timedelta(0))
+
     def admission_request(self, workload) -> ResourceRequest:
         """:meth:`resource_request` as admission records it on the hold: with what the hold commits
-        (:meth:`committed`, until the :attr:`runtime_limit`) and who asked (its cost is reported under them)."""
-        limit = getattr(workload, self.runtime_limit) if self.runtime_limit else None
+        (:meth:`committed`, for what is left of its runtime limit, in whole minutes rounded up: :meth:`runtime_left`)
+        and who asked (its cost is reported under them)."""
+        left = self.runtime_left(workload)
+        limit = math.ceil(left.total_seconds() / 60) if left is not None else None
         return replace(self.resource_request(workload), committed_units=self.committed(workload),
                        limit_minutes=limit, user_id=workload.created_by_id)
 

@@ -218,7 +218,8 @@ def test_watch_exits_0_when_the_run_succeeds(cli, spec, fake_backend, monkeypatc
     assert result.stdout.splitlines()[-1].split()[2] == "succeeded"
 
 
-def test_logs_of_an_earlier_attempt(cli, spec, fake_backend, live_server):
+def test_logs_of_an_earlier_attempt_and_what_it_ran_of_the_runtime_limit(cli, tmp_path, fake_backend, live_server):
+    spec = write(tmp_path / "limited.yaml", run_payload(max_retries=0, max_runtime_minutes=120))
     run_id = run_id_of(cli("run", "-f", spec).stdout)
     assert apply_workload("run", run_id) == "applied"
     run = TrainingRun.objects.get(pk=run_id)
@@ -231,6 +232,11 @@ def test_logs_of_an_earlier_attempt(cli, spec, fake_backend, live_server):
     never = cli("logs", str(run_id), "--attempt", "3")
     assert never.exit_code == 4 and "No attempt 3: its attempts are 1 to 2." in never.stderr
     assert cli("logs", str(run_id), "--attempt", "1", "-f").exit_code == 2
+    # A limit counts every attempt: describe says what the earlier ones ran (the API's earlier_run_seconds).
+    TrainingRun.objects.filter(pk=run_id).update(earlier_run_seconds=720)
+    described = {line.partition(":")[0].strip(): line.partition(":")[2].strip()
+                 for line in cli("describe", str(run_id)).stdout.splitlines()}
+    assert described["Runtime limit"] == "120 min; its earlier attempts ran 12 min"
 
 
 def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend, monkeypatch):

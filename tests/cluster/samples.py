@@ -64,7 +64,7 @@ def training(**overrides: Any) -> TrainingSpec:
         "cpu": 16,
         "memory_gb": 64,
         "shm_gb": 16,
-        "max_runtime_minutes": 120,
+        "active_deadline_seconds": 7200,
         "volumes": (VolumeSpec("datasets", "/data", read_only=True), VolumeSpec("checkpoints", "/ckpt")),
     }
     values.update(overrides)

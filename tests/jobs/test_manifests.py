@@ -38,7 +38,7 @@ VARIANTS: dict[str, Any] = {
     "training_job": lambda: build_training(samples.training(), samples.CONFIG),
     "training_job_spot_defaults": lambda: build_training(
         samples.training(
-            spot=True, cpu=None, memory_gb=None, shm_gb=None, max_runtime_minutes=None, volumes=(), env=(), args=()
+            spot=True, cpu=None, memory_gb=None, shm_gb=None, active_deadline_seconds=None, volumes=(), env=(), args=()
         ),
         samples.CONFIG,
     ),
@@ -80,7 +80,7 @@ VARIANTS: dict[str, Any] = {
             attempt=2, resume_from="/slipway/checkpoints/step-1000.pt", grace_seconds=120,
             report_url="http://slipway-web.slipway-system.svc/api/v1/runs/42/checkpoints/")), samples.CONFIG),
     "training_trainjob_spot_defaults": lambda: build_training(
-        trainjob_run(spot=True, cpu=None, memory_gb=None, shm_gb=None, max_runtime_minutes=None, volumes=(), env=(),
+        trainjob_run(spot=True, cpu=None, memory_gb=None, shm_gb=None, active_deadline_seconds=None, volumes=(), env=(),
                      args=()), samples.CONFIG),
     "training_trainjob_mps": lambda: build_training(
         trainjob_run("mpi", flavor=samples.A10G_MPS2, gpus_per_worker=1, shm_gb=None), samples.CONFIG),

@@ -102,7 +102,8 @@ def test_the_queue_expects_a_running_run_at_its_progress_eta(member, team, fake_
     seed_team_quotas(team, {"a100-80gb": 1})
     now = timezone.now()
     holder, _pod = started_run(member, team, fake_backend, name="holder", max_runtime_minutes=600)
-    TrainingRun.objects.filter(pk=holder.pk).update(started_at=now - timedelta(minutes=10))
+    TrainingRun.objects.filter(pk=holder.pk).update(started_at=now - timedelta(minutes=10),
+                                                    attempt_started_at=now - timedelta(minutes=10))
     waiting = services.submit_run(member, team, {k: v for k, v in run_payload(name="waiting", gpus_per_worker=1).items()
                                                  if k != "team"})
     assert waiting.state == RunState.QUEUED

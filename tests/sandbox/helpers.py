@@ -38,7 +38,7 @@ def team_objects(quotas: tuple[tuple[str, int], ...] = (), namespace: str = NS, 
 
 def training(object_name: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int = 1, workers: int = 1,
              duration: str | None = "60s", outcome: str | None = None, retries: int = 2,
-             max_runtime_minutes: int | None = None, namespace: str = NS, extra_env: tuple = (),
+             deadline_seconds: int | None = None, namespace: str = NS, extra_env: tuple = (),
              args: tuple[str, ...] = (), image: str = "registry.example.com/ml/train:1.0") -> list[dict]:
     env = []
     if duration:
@@ -48,7 +48,7 @@ def training(object_name: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int
     spec = TrainingSpec(object_name=object_name, team=TEAM, namespace=namespace, name=f"{object_name} run",
                         image=image, command=("python", "train.py"), flavor=flavor,
                         env=tuple(env) + tuple(extra_env), gpus_per_worker=gpus, workers=workers, max_retries=retries,
-                        max_runtime_minutes=max_runtime_minutes, args=args)
+                        active_deadline_seconds=deadline_seconds, args=args)
     return build_training(spec, CONFIG)
 
 

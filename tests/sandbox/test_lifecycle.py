@@ -101,7 +101,7 @@ def test_it_keeps_an_image_pull_failure_waiting_without_consuming_retries(backen
 
 
 def test_it_fails_a_job_past_its_active_deadline(backend):
-    backend.apply(team_objects() + training("run-1", duration="5m", max_runtime_minutes=1), resource_kinds(), now=at(0))
+    backend.apply(team_objects() + training("run-1", duration="5m", deadline_seconds=60), resource_kinds(), now=at(0))
     run_until(backend, 0, 60, step=10)
     job = observed(backend, "run-1").first("Job")
     (condition,) = job["status"]["conditions"]

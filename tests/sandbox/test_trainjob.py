@@ -45,12 +45,12 @@ def east(db, settings, tmp_path) -> SandboxBackend:
 
 
 def trainjob(name: str = "run-1", *, workers: int = 2, gpus: int = 8, env: tuple = (), framework: str = "pytorch",
-             api: str = TRAINJOB, runtime: str = "", max_runtime_minutes: int | None = None) -> list[dict]:
+             api: str = TRAINJOB, runtime: str = "", deadline_seconds: int | None = None) -> list[dict]:
     spec = TrainingSpec(object_name=name, team=TEAM, namespace=NS, name=f"{name} run",
                         image="registry.example.com/ml/train:1.0", command=("python", "train.py"), flavor=H100,
                         env=(("SLIPWAY_SIM_DURATION", "60s"), *env), gpus_per_worker=gpus, workers=workers,
                         framework=framework, training_api=api, runtime=runtime or f"slipway-{framework}",
-                        max_runtime_minutes=max_runtime_minutes)
+                        active_deadline_seconds=deadline_seconds)
     return build_training(spec, CONFIG)
 
 
@@ -149,7 +149,7 @@ def test_a_failed_node_restarts_the_whole_set_until_the_runtimes_restarts_are_sp
 
 
 def test_it_fails_a_trainjob_past_its_active_deadline_and_stops_its_nodes(east):
-    start(east, trainjob(env=(("SLIPWAY_SIM_DURATION", "10m"),), max_runtime_minutes=1))
+    start(east, trainjob(env=(("SLIPWAY_SIM_DURATION", "10m"),), deadline_seconds=60))
     run_until(east, 0, 65)
     job = the_trainjob(east)
     failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")

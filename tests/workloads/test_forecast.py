@@ -205,3 +205,14 @@ def test_work_of_a_kind_without_estimates_runs_to_its_limit_and_a_run_to_its_typ
     assert _expected_end(UnitBlock(minutes=60), start, start, {}, use=half) == start + timedelta(minutes=60)
     run = TrainingRun(name="r", flavor_id=1, image="x", max_runtime_minutes=60)
     assert _expected_end(run, start, start, {}, use=half) == start + timedelta(minutes=30)
+
+
+def test_a_run_on_a_later_attempt_ends_by_what_its_earlier_attempts_left_of_its_limit(member, team, quota):
+    """Its limit counts every attempt (docs/glossary.md "Runtime limit"), from its current attempt's start: its
+    first start, hours ago, says nothing of when it ends (it read as "ends now", the wait as none)."""
+    t0 = timezone.now().replace(microsecond=0)
+    busy = submit_limited(member, team, "busy", 8, minutes=60)
+    TrainingRun.objects.filter(pk=busy.pk).update(state="running", attempt=2, started_at=t0 - timedelta(hours=3),
+                                                  attempt_started_at=t0, earlier_run_seconds=40 * 60)
+    waiting = submit_limited(member, team, "next", 2)
+    assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)

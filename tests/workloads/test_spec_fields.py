@@ -39,7 +39,7 @@ def test_it_sets_every_training_spec_field_from_the_run(settings):
                       gpus_per_worker=2, workers=3, framework="jax", cpu=12, memory_gb=96, shm_gb=16, max_retries=5,
                       max_runtime_minutes=90, spot=True,
                       volumes=[{"claim": "data", "mount_path": "/data", "read_only": True}],
-                      checkpoint={"grace_seconds": 90, "volume": "team-ckpts"}, attempt=3,
+                      checkpoint={"grace_seconds": 90, "volume": "team-ckpts"}, attempt=3, earlier_run_seconds=600,
                       checkpoint_storage="20Gi", checkpoint_storage_class="nfs-rwx",
                       last_checkpoint_path="/slipway/checkpoints/s9.pt")
     run.stored_secret_names = ("HF_TOKEN",)
@@ -48,7 +48,8 @@ def test_it_sets_every_training_spec_field_from_the_run(settings):
     assert unset_fields(spec) == []
     assert unset_fields(spec.checkpoint) == ["mount_path"]  # the contract's one fixed place
     assert spec.checkpoint.report_url == "http://slipway-web.slipway-system.svc/api/v1/runs/41/checkpoints/"
-    assert (spec.workers, spec.gpus_per_worker, spec.max_runtime_minutes) == (3, 2, 90)
+    # Its earlier attempts ran 10 of its 90 minutes: this one's deadline is what they left.
+    assert (spec.workers, spec.gpus_per_worker, spec.active_deadline_seconds) == (3, 2, 80 * 60)
     # Not placed yet, a framework only Trainer v2 runs is a TrainJob on the runtime deploy/ ships for it.
     assert (spec.framework, spec.training_api, spec.runtime) == ("jax", "trainjob", "slipway-jax")
 

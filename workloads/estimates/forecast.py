@@ -323,8 +323,7 @@ def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple,
     kind = kind_of(workload)
     if kind.runtime_limit is None:
         return None
-    minutes = getattr(workload, kind.runtime_limit)
-    limit = timedelta(minutes=minutes) if minutes else None
+    limit = kind.runtime_left(workload)  # what its earlier attempts left of it: the current attempt's limit
     if not isinstance(kind, Estimates):
         return estimates.expected_end(start, now, limit, None)  # nothing learnt of its kind: it runs to its limit
     if reported is not None:
@@ -472,8 +471,8 @@ def _holding(hold: QuotaHold, workload, now: datetime, medians: dict[tuple, time
         units = min(units, workload.placement_shape[0])
         if kind.runtime_limit is not None:
             # Admitted but not started yet (pending): its time starts when it does, now at the earliest (on new
-            # nodes: when they should be ready).
-            ends_at = _expected_end(workload, workload.started_at or starts or now, now, medians, use, reported)
+            # nodes: when they should be ready). The current attempt's start: its limit left is counted from there.
+            ends_at = _expected_end(workload, workload.attempt_started or starts or now, now, medians, use, reported)
         admitted_at = workload.started_at or hold.created_at
     entry = QueuedRequest(team_id=hold.team_id, ref=hold.ref, flavor=hold.flavor,
                           units=hold.units, units_per_node=hold.units_per_node,
