@@ -28,7 +28,7 @@ from jobs.specs import CheckpointSpec, TrainingSpec
 from jobs.status import TrainingPhase, training_status
 from quotas.decide import ResourceRequest
 from teams.models import Role
-from workloads import attempts, secrets
+from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import Message
 from workloads.models import ReasonCode
@@ -120,9 +120,7 @@ def _deadline_seconds(run: TrainingRun) -> int | None:
 
 def recent_runs(team) -> dict:
     """The dashboard's "Recent runs" card: the team's newest runs."""
-    recent = list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])
-    attempts.attach_earlier(recent)  # how long each ran (jobs.page.run_time), in one query for all
-    return {"recent": recent}
+    return {"recent": list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])}
 
 
 class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates, Api, Trials, Announces):

@@ -92,7 +92,7 @@ def run_page(run: TrainingRun, earlier: list[Attempt], now: datetime) -> RunPage
     """The page model of ``run`` at ``now``; ``earlier``: its recorded earlier attempts, oldest first."""
     began = _attempt_began(run, earlier)  # when the current attempt was queued (None: the first)
     queued = run.state == RunState.QUEUED
-    ran = run_time(run, earlier, now)
+    ran = run_time(run, now)
     checkpoint = run.last_checkpoint
     resumes = next(({**a.last_checkpoint, "attempt": a.number} for a in reversed(earlier) if a.checkpoint), None)
     if checkpoint is not None and began is not None and checkpoint["at"] < began:
@@ -156,18 +156,14 @@ class RunTime:
 RUNNING_FOR, RAN_FOR = "Running for", "Ran for"
 
 
-def run_time(run: TrainingRun, earlier: list[Attempt], now: datetime) -> RunTime:
+def run_time(run: TrainingRun, now: datetime) -> RunTime:
     """While it runs, the current attempt's time; once final, all its attempts' time (not the waits
-    between them); nothing otherwise — never while it is queued, whatever an earlier attempt ran.
-    ``earlier``: its recorded earlier attempts (:func:`workloads.attempts.earlier`)."""
-    start = run.attempt_started
+    between them: :attr:`workloads.models.Workload.ran_in_all`); nothing otherwise — never while it is
+    queued, whatever an earlier attempt ran."""
     if run.is_final:
-        if run.attempt == 1:
-            return RunTime(RAN_FOR, run.running_time) if run.running_time is not None else RunTime("", None)
-        spans = [a.ran_for for a in earlier if a.ran_for is not None]
-        if start is not None and run.finished_at is not None:
-            spans.append(max(run.finished_at - start, timedelta(0)))
-        return RunTime(RAN_FOR, sum(spans, timedelta(0))) if spans else RunTime("", None)
+        ran = run.ran_in_all
+        return RunTime(RAN_FOR, ran) if ran is not None else RunTime("", None)
+    start = run.attempt_started
     if run.state == RunState.QUEUED or start is None:
         return RunTime("", None)
     return RunTime(RUNNING_FOR, max(now - start, timedelta(0)))

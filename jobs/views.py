@@ -93,7 +93,6 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(name__icontains=query)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     quote_rows(page)
-    attempts.attach_earlier(page)  # the runs queued again: how long they ran, in one query
     # One query for every queued run's position, instead of one per row.
     positions = queue_positions(team) if any(r.state == RunState.QUEUED for r in page) else {}
     rows = [(run, positions.get(run.ref)) for run in page]

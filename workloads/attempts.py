@@ -28,8 +28,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from django.db.models import Q
-
 from cluster.errors import ClusterError
 from cluster.pods import log_sources
 from core.text import whole_number
@@ -114,33 +112,13 @@ def close(workload, checkpoint: dict | None, now: datetime, reason: str, code: R
     })
 
 
-def _earlier_q(workloads) -> Q:
-    return Q(*[Q(ref=w.ref, number__lt=w.attempt) for w in workloads], _connector=Q.OR)
-
-
 def earlier(workload) -> list[Attempt]:
     """The workload's earlier attempts that were recorded, oldest first, with their cluster (one query;
-    none on a first attempt, nor when a list attached them: :func:`attach_earlier`)."""
+    none on a first attempt)."""
     if workload.attempt == 1:
         return []
-    attached = getattr(workload, "_earlier_attempts", None)
-    if attached is not None:
-        return attached
-    return list(Attempt.objects.filter(_earlier_q([workload]), ended_at__isnull=False)
+    return list(Attempt.objects.filter(ref=workload.ref, number__lt=workload.attempt, ended_at__isnull=False)
                 .select_related("cluster").order_by("number"))
-
-
-def attach_earlier(workloads) -> None:
-    """Read the earlier attempts of a list's workloads in one query (none when all are on their first),
-    for :func:`earlier` to answer each row from."""
-    again = [w for w in workloads if w.attempt > 1]
-    found: dict[str, list[Attempt]] = {w.ref: [] for w in again}
-    if again:
-        for attempt in (Attempt.objects.filter(_earlier_q(again), ended_at__isnull=False)
-                        .select_related("cluster").order_by("ref", "number")):
-            found[attempt.ref].append(attempt)
-    for workload in again:
-        workload._earlier_attempts = found[workload.ref]
 
 
 def saved(workload, number: int) -> Attempt | None:

@@ -415,17 +415,16 @@ class Workload(models.Model):
         """When its current attempt's pods started; None before they did (a queued-again workload
         never says "started" about its earlier attempt). Rows from before ``attempt_started_at``
         existed: ``started_at`` when it is on its first attempt."""
-        if self.attempt_started_at is not None:
-            return self.attempt_started_at
-        return self.started_at if self.attempt == 1 else None
+        return attempt_start(self.attempt_started_at, self.started_at, self.attempt)
 
     @property
-    def running_time(self) -> timedelta | None:
-        """How long it has run (from its first container's start to its end, or to now); None before it started."""
-        if self.started_at is None:
-            return None
-        end = self.finished_at if self.is_final else timezone.now()
-        return max((end or self.started_at) - self.started_at, timedelta(0))
+    def ran_in_all(self) -> timedelta | None:
+        """How long its attempts ran in all — what its earlier ones ran (``earlier_run_seconds``) and the current
+        one from its pods' start (:func:`ran_between`) to its end, or to now while it runs — not the waits between
+        them; None when none of its attempts started. The one rule of a workload's running time: the run page's
+        "Ran for", the start estimates' samples of how long a job runs."""
+        return ran_in_all(self.earlier_run_seconds, self.attempt_started,
+                          self.finished_at if self.is_final else timezone.now())
 
     def pod_env(self) -> dict[str, str]:
         """The env its pods get: the user's, with the sandbox's ``SLIPWAY_SIM_GPU_MEMORY_GB`` set from
@@ -616,6 +615,23 @@ class SecretEnv(models.Model):
 #: a preemption whose cause was the provider's (a spot node reclaimed) is an interruption.
 ATTEMPT_ENDS = {ReasonCode.PREEMPTED: "preempted", ReasonCode.CLUSTER_LOST: "cluster lost"}
 INTERRUPTED = "interrupted"
+
+
+def attempt_start(attempt_started_at: datetime | None, started_at: datetime | None, attempt: int) -> datetime | None:
+    """When a workload's current attempt's pods started (:attr:`Workload.attempt_started`), from its columns: for
+    the queries that read them as values."""
+    if attempt_started_at is not None:
+        return attempt_started_at
+    return started_at if attempt == 1 else None
+
+
+def ran_in_all(earlier_seconds: int, attempt_started: datetime | None, end: datetime | None) -> timedelta | None:
+    """How long a workload's attempts ran in all (:attr:`Workload.ran_in_all`), from its columns: for the queries
+    that read them as values."""
+    current = ran_between(attempt_started, end)
+    if current is None and not earlier_seconds:
+        return None
+    return timedelta(seconds=earlier_seconds) + (current or timedelta(0))
 
 
 def ran_between(started: datetime | None, ended: datetime | None) -> timedelta | None:

@@ -34,8 +34,10 @@ def attempt_one(**fields) -> Attempt:
 
 
 def run(**fields) -> TrainingRun:
-    """Run 7 on its second attempt, queued again at 0:21 (``started_at`` is attempt 1's and stays)."""
+    """Run 7 on its second attempt, queued again at 0:21 (``started_at`` is attempt 1's and stays; the requeue
+    counted the 18 minutes attempt 1 ran)."""
     values = {"pk": 7, "state": RunState.QUEUED, "created_at": T0, "started_at": at(3), "attempt": 2,
+              "earlier_run_seconds": 18 * 60,
               "preemptions": 1, "last_preempted_at": at(20), "checkpoint": CONTRACT, "cluster": EAST,
               "placement_reason": "east: where attempt 1 ran (a run queued again comes back to its cluster)",
               "last_checkpoint_at": at(15), "last_checkpoint_step": 300, "last_checkpoint_path": "/ckpt/s300"}

@@ -153,17 +153,20 @@ def test_what_is_left_is_the_limit_less_the_earlier_attempts_and_a_deadline_is_n
     assert (kind.runtime_left(unlimited), _deadline_seconds(unlimited)) == (None, None)
 
 
-def test_the_migration_counts_what_the_earlier_attempts_of_work_in_flight_ran(member, team, quota, published):
-    """``workloads`` 0017: work in flight on a later attempt gets its earlier attempts' time; final work keeps 0."""
+def test_the_migration_counts_what_the_earlier_attempts_of_every_workload_ran(member, team, quota, published):
+    """``workloads`` 0017: a workload on a later attempt gets its recorded earlier attempts' time, final or not."""
     migration = importlib.import_module("workloads.migrations.0017_runtime_limit_counts_attempts")
     data = {k: v for k, v in run_payload(max_runtime_minutes=60).items() if k != "team"}
     in_flight, ended = submit_run(member, team, data), submit_run(member, team, {**data, "name": "ended"})
+    first = submit_run(member, team, {**data, "name": "first"})
     TrainingRun.objects.filter(pk=in_flight.pk).update(state=RunState.QUEUED, attempt=3)
     TrainingRun.objects.filter(pk=ended.pk).update(state=RunState.SUCCEEDED, attempt=2)
     t0 = timezone.now() - timedelta(hours=2)
     for ref, number, started, minutes in ((in_flight.ref, 1, t0, 10), (in_flight.ref, 2, t0, 5),
-                                          (in_flight.ref, 3, None, 7), (ended.ref, 1, t0, 20)):
+                                          (ended.ref, 1, t0, 20), (ended.ref, 2, t0, 30), (first.ref, 1, t0, 9)):
         Attempt.objects.create(ref=ref, number=number, started_at=started, ended_at=t0 + timedelta(minutes=minutes))
     migration.count_earlier_attempts(django_apps, None)
-    assert TrainingRun.objects.get(pk=in_flight.pk).earlier_run_seconds == 15 * 60  # attempt 3 never started
-    assert TrainingRun.objects.get(pk=ended.pk).earlier_run_seconds == 0
+    assert TrainingRun.objects.get(pk=in_flight.pk).earlier_run_seconds == 15 * 60
+    # Its own attempt's row (logs saved as it stopped) is not an earlier attempt's; a first attempt has none.
+    assert TrainingRun.objects.get(pk=ended.pk).earlier_run_seconds == 20 * 60
+    assert TrainingRun.objects.get(pk=first.pk).earlier_run_seconds == 0

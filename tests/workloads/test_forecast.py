@@ -216,3 +216,26 @@ def test_a_run_on_a_later_attempt_ends_by_what_its_earlier_attempts_left_of_its_
                                                   attempt_started_at=t0, earlier_run_seconds=40 * 60)
     waiting = submit_limited(member, team, "next", 2)
     assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)
+
+
+def test_a_jobs_runs_count_the_time_their_attempts_ran_not_the_waits_between(member, team, quota):
+    """A run of the job preempted and queued again for five hours ran 20 minutes in all, not 5 h 20 min: the median
+    of the job's runs (10, 20, 60 min) is 20 minutes; over first start to end it was 60."""
+    t0 = timezone.now().replace(microsecond=0)
+    for minutes, attempts in ((10, None), (20, (10, timedelta(hours=5))), (60, None)):
+        done = submit_limited(member, team, "now", 1, image="same:1")
+        started, finished = t0 - timedelta(hours=8), t0 - timedelta(hours=8, minutes=-minutes)
+        fields = {"state": "succeeded", "started_at": started, "finished_at": finished}
+        if attempts:  # its first attempt ran 10 minutes, then it waited five hours; its second ran 10 more
+            earlier, wait = attempts
+            finished = started + wait + timedelta(minutes=minutes)
+            fields |= {"attempt": 2, "earlier_run_seconds": earlier * 60, "finished_at": finished,
+                       "attempt_started_at": finished - timedelta(minutes=minutes - earlier)}
+        TrainingRun.objects.filter(pk=done.pk).update(**fields)
+        admission.release(done.ref)
+    running = submit_limited(member, team, "now", 8, image="same:1")
+    TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
+    waiting = submit_limited(member, team, "next", 2)
+    assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)
+    page = TrainingRun.objects.filter(team=team, state="succeeded", attempt=2).get()
+    assert page.ran_in_all == timedelta(minutes=20)  # what the run page's "Ran for" says: one rule

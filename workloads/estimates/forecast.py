@@ -71,6 +71,7 @@ from quotas.reclaim import Rules
 from workloads import estimates
 from workloads.estimates.provisioning import Pools
 from workloads.identity import WorkloadId
+from workloads.models import attempt_start, ran_in_all
 from workloads.registry import Estimates, kind_for, kind_of, kinds
 
 #: Why work admitted but Pending for room on the nodes gets no start time (shown where it waits).
@@ -264,6 +265,11 @@ def ended_on_their_own(kind) -> list[str]:
     return [state for state in kind.model.FINAL_STATES if state not in (*lifecycle.removed, lifecycle.pruned)]
 
 
+#: What a finished workload's running time in all is read from (:func:`workloads.models.ran_in_all`): not the span from
+#: its first start to its end, which counts the waits of a run queued again between its attempts.
+RAN_COLUMNS = ("started_at", "attempt_started_at", "attempt", "finished_at", "earlier_run_seconds")
+
+
 def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
     """``{job: median running time}`` of the team's earlier runs of the jobs of ``workloads`` (one query per kind).
 
@@ -284,12 +290,13 @@ def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
         same = {f"{field}__in": {job[1 + i] for job in jobs} for i, field in enumerate(job_fields)}
         rows = (model.objects.filter(team=team, state__in=ended_on_their_own(kind), started_at__isnull=False,
                                      finished_at__isnull=False, **same)
-                .order_by("-finished_at").values_list(*job_fields, "started_at", "finished_at"))
-        for *fields, start, end in rows:
+                .order_by("-finished_at").values_list(*job_fields, *RAN_COLUMNS))
+        for *fields, start, attempt_started_at, attempt, end, earlier in rows:
             job = (model, *fields)
             sample = spans.setdefault(job, [])
-            if job in jobs and end > start and len(sample) < MEDIAN_SAMPLE:
-                sample.append((end - start).total_seconds())
+            ran = ran_in_all(earlier, attempt_start(attempt_started_at, start, attempt), end)
+            if job in jobs and ran and len(sample) < MEDIAN_SAMPLE:
+                sample.append(ran.total_seconds())
     return {job: timedelta(seconds=statistics.median(sample)) for job, sample in spans.items() if sample}
 
 
@@ -304,8 +311,10 @@ def platform_limit_spans() -> list[tuple[float, float]]:
             continue  # a limit that is not an estimate's (a window's end) tells nothing of how runs use theirs
         rows = (kind.model.objects.filter(state__in=ended_on_their_own(kind), started_at__isnull=False,
                                           finished_at__isnull=False, **{f"{column}__gt": 0})
-                .order_by("-finished_at").values_list("started_at", "finished_at", column)[:estimates.LIMIT_USE_SAMPLE])
-        spans += [(end, ((end - start).total_seconds(), limit * 60.0)) for start, end, limit in rows]
+                .order_by("-finished_at").values_list(*RAN_COLUMNS, column)[:estimates.LIMIT_USE_SAMPLE])
+        for start, attempt_started_at, attempt, end, earlier, limit in rows:
+            ran = ran_in_all(earlier, attempt_start(attempt_started_at, start, attempt), end)
+            spans.append((end, (ran.total_seconds() if ran is not None else 0.0, limit * 60.0)))
     spans.sort(key=lambda span: span[0], reverse=True)
     return [span for _end, span in spans[:estimates.LIMIT_USE_SAMPLE]]
 

@@ -1,5 +1,5 @@
 """A runtime limit counts every attempt (docs/glossary.md "Runtime limit"): what a workload's earlier attempts ran,
-counted for the work in flight; the reason code of work that ran its whole limit.
+counted for every workload from its recorded attempts; the reason code of work that ran its whole limit.
 
 ``earlier_run_seconds`` is added by plain ``ALTER TABLE … ADD COLUMN`` (a constant default, which SQLite and
 PostgreSQL both take in place), as 0014 adds ``provisioning_failures``: Django's own AddField of a column with a
@@ -14,22 +14,21 @@ ADD_EARLIER = ('ALTER TABLE "workloads_workload" ADD COLUMN "earlier_run_seconds
                'CHECK ("earlier_run_seconds" >= 0)')
 DROP_EARLIER = 'ALTER TABLE "workloads_workload" DROP COLUMN "earlier_run_seconds"'
 
-#: The workloads' final states, frozen as they stand (a migration does not follow later edits).
-FINAL = ("succeeded", "failed", "cancelled", "pruned", "deleted")
-
-
 def count_earlier_attempts(apps, schema_editor):
-    """Work in flight on a later attempt gets what its earlier attempts ran (each from its pods' start to its end,
-    as ``workloads.models.ran_between``), so the next requeue counts them against its runtime limit; final work
-    keeps 0 (nothing reads it). One query for the attempts, one update per workload that has some."""
+    """Every workload on a later attempt gets what its recorded earlier attempts ran (each from its pods' start to
+    its end, as ``workloads.models.ran_between``): the next requeue of work in flight counts them against its
+    runtime limit, and a finished run's "Ran for" (``Workload.ran_in_all``) reads them. One query for the
+    attempts, one update per workload that has some."""
     Workload = apps.get_model("workloads", "Workload")
     Attempt = apps.get_model("workloads", "Attempt")
-    refs = {f"{kind}:{number}": pk for pk, kind, number in
-            Workload.objects.filter(attempt__gt=1).exclude(state__in=FINAL).values_list("pk", "kind", "number")}
+    later = {f"{kind}:{number}": (pk, attempt) for pk, kind, number, attempt in
+             Workload.objects.filter(attempt__gt=1).values_list("pk", "kind", "number", "attempt").iterator()}
     ran: dict[int, float] = {}
-    rows = Attempt.objects.filter(ref__in=list(refs), started_at__isnull=False, ended_at__isnull=False)
-    for ref, started, ended in rows.values_list("ref", "started_at", "ended_at").iterator():
-        ran[refs[ref]] = ran.get(refs[ref], 0.0) + max((ended - started).total_seconds(), 0.0)
+    rows = Attempt.objects.filter(ref__in=list(later), started_at__isnull=False, ended_at__isnull=False)
+    for ref, number, started, ended in rows.values_list("ref", "number", "started_at", "ended_at").iterator():
+        pk, current = later[ref]
+        if number < current:  # a row of the current attempt holds only the logs saved as its pods stopped
+            ran[pk] = ran.get(pk, 0.0) + max((ended - started).total_seconds(), 0.0)
     for pk, seconds in ran.items():
         Workload.objects.filter(pk=pk).update(earlier_run_seconds=int(seconds))
 
