@@ -24,7 +24,7 @@ from teams.services import lock_team
 from workloads import attempts, secrets
 from workloads.cycle.placement import KEPT_PLACEMENT
 from workloads.events import workload_moved
-from workloads.models import STOP_CODES, ReasonCode, ran_between
+from workloads.models import STOP_CODES, ReasonCode, ran_between, ran_in_all
 from workloads.registry import Checkpoints, kind_of
 
 
@@ -208,7 +208,8 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
     ran = ran_between(workload.attempt_started, now) or timedelta(0)
     left = kind.runtime_left(workload)
     if left is not None and ran >= left:
-        return _out_of_time(kind, workload, now, ran, code)
+        return _out_of_time(kind, workload, now, code)
+    earlier = workload.earlier_run_seconds + int(ran.total_seconds())
     lc = kind.lifecycle
     if place_again is None:
         place_again = not any(r.kept_across_attempts for r in kind.resources)
@@ -230,12 +231,12 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
         ).update(state=lc.queued, reason=event_reason[:500], reason_code=code, preempting_since=None,
                  admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt=F("attempt") + 1,
                  attempt_started_at=None, provisioning_since=None, provisioning_failures=0,
-                 earlier_run_seconds=workload.earlier_run_seconds + int(ran.total_seconds()), **placement)
+                 earlier_run_seconds=earlier, **placement)
         if not updated:
             return False
         # What it commits when admitted again is what this attempt left: the count as written (the row matched the
         # snapshot's preemption, and only a requeue, which ends that, moves the count).
-        workload.earlier_run_seconds += int(ran.total_seconds())
+        workload.earlier_run_seconds = earlier
         # The snapshot the update matched (same preemption) is the attempt that ends here.
         attempts.close(workload, Checkpoints.of(kind).last_checkpoint(workload), now, event_reason, code, event[1] if event else "")
         # Queued again, it shows a quote again until its next hold's segment opens (its rate then is
@@ -245,14 +246,14 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
     return True
 
 
-def _out_of_time(kind, workload, now: datetime, ran: timedelta, code: ReasonCode) -> bool:
+def _out_of_time(kind, workload, now: datetime, code: ReasonCode) -> bool:
     """A preempted workload whose attempts have run its whole runtime limit fails where :func:`requeue` would queue
     it again, as Kueue deactivates a workload past its ``maximumExecutionTimeSeconds``: another attempt would
-    have no time to run. Its current attempt (which ran ``ran``) stays its last: nothing to close. Its segment
+    have no time to run. Its current attempt stays its last: nothing to close. Its segment
     is billed to ``now`` (the grace was its owner's time), its quota released. Under the team's admission lock,
     conditional on the same preemption; the caller admits the team's queue. False when nothing moved."""
     limit = timedelta(minutes=getattr(workload, kind.runtime_limit))
-    total = timedelta(seconds=workload.earlier_run_seconds) + ran
+    total = ran_in_all(workload.earlier_run_seconds, workload.attempt_started, now)
     cause = "its cluster was lost" if code == ReasonCode.CLUSTER_LOST else "it was preempted"
     ran_words = (f"it ran {format_duration(total)} until {cause}" if workload.attempt == 1 else
                  f"its {workload.attempt} attempts ran {format_duration(total)} in all, the last until {cause}")
