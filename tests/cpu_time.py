@@ -17,6 +17,13 @@ one worker runs one after another, and its modules' share of it (what to move wh
 of a 990 s pass while the machine idled through the last 260 s of it (issue 48). And when each lane and the rest of
 the tests ran, in seconds into the pass (from the first test's start to the last one's end, as the reports reach
 the process that prints): which of them the pass waited for at its end.
+
+And what the machine was like (:func:`machine_line`): how busy its cores were over the pass, what its host took
+(steal), and how long a fixed piece of Python takes on it, timed once the tests are done. The 2-vCPU VM is not one
+speed: on 2026-12-01 the same clean clone of the same commit took 1,112 s for ``.ci/run`` on one boot and 2,721 s
+on the next, its cores busy and nothing stolen both times — the CPU itself was slower. A pass's seconds are read
+beside that figure, and two passes compared only when it is about the same (docs/operations.md "What the suite
+costs").
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import resource
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -37,11 +45,71 @@ _lane_modules: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(flo
 _spans: dict[str, list[float]] = {}  # xdist group (or REST) -> [first start, last end], seconds into the pass
 _began = time.monotonic()
 REST = "the other tests"
+_stat_began: tuple[int, ...] | None = None
+PROC_STAT = Path("/proc/stat")
+#: /proc/stat's ``cpu`` line, in its order (proc(5)); guest time is already counted in user time.
+STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
 def pytest_sessionstart(session) -> None:
-    global _began
+    global _began, _stat_began
     _began = time.monotonic()
+    _stat_began = cpu_counters()
+
+
+def cpu_counters(stat: Path = PROC_STAT) -> tuple[int, ...] | None:
+    """The machine's CPU time so far, all cores, in :data:`STAT_FIELDS` order (clock ticks); None off Linux."""
+    try:
+        first = stat.read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    return tuple(int(value) for value in first[1:1 + len(STAT_FIELDS)])
+
+
+def cpu_shares(before: tuple[int, ...], after: tuple[int, ...]) -> dict[str, float]:
+    """Percent of the machine's CPU time between two :func:`cpu_counters` readings that was busy (user, nice,
+    system and interrupts), waiting (idle and I/O wait) and stolen by its host; empty when no time passed."""
+    spent = dict(zip(STAT_FIELDS, (b - a for a, b in zip(before, after, strict=True)), strict=True))
+    total = sum(spent.values())
+    if total <= 0:
+        return {}
+    busy = spent["user"] + spent["nice"] + spent["system"] + spent["irq"] + spent["softirq"]
+    return {"busy": 100 * busy / total, "idle": 100 * (spent["idle"] + spent["iowait"]) / total,
+            "steal": 100 * spent["steal"] / total}
+
+
+def reference_work() -> int:
+    """A fixed piece of plain Python: arithmetic, dictionary and string work, a sort — the shapes of the suite's own."""
+    table: dict[str, int] = {}
+    total = 0
+    for i in range(120_000):
+        key = f"k{i % 4999}"
+        table[key] = table.get(key, 0) + i * i % 7
+        total += len(key)
+    return total + len(sorted(table.items(), key=lambda item: (item[1], item[0])))
+
+
+def reference_seconds(rounds: int = 5) -> float:
+    """The fastest of ``rounds`` timings of :func:`reference_work` on one core (the least disturbed one, as timeit
+    advises): the machine's speed for the suite's kind of work."""
+    best = float("inf")
+    for _ in range(rounds):
+        began = time.perf_counter()
+        reference_work()
+        best = min(best, time.perf_counter() - began)
+    return best
+
+
+def machine_line(before: tuple[int, ...] | None, after: tuple[int, ...] | None, seconds: float) -> str:
+    """The machine over the pass and its speed, as CI prints them."""
+    speed = f"the reference work (tests/cpu_time.py reference_work) {seconds:.3f} s, timed after the tests"
+    shares = cpu_shares(before, after) if before and after else {}
+    if not shares:
+        return f"the machine: {speed}"
+    return (f"the machine over the pass: cores {shares['busy']:.0f} % busy, {shares['idle']:.0f} % idle, "
+            f"{shares['steal']:.1f} % stolen by its host; {speed}")
 
 
 def _now() -> tuple[float, float]:
@@ -91,6 +159,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
                                 f"({own:,.0f} in the test processes, {children:,.0f} in processes they waited for)")
     for module, (mine, theirs) in rows[:SHOWN]:
         terminalreporter.write_line(f"{mine + theirs:8.1f} s  {module}  ({mine:.1f} + {theirs:.1f})")
+    terminalreporter.write_line(machine_line(_stat_began, cpu_counters(), reference_seconds()))
     if _lanes:
         terminalreporter.write_line("serial lanes (wall seconds of their tests, one after another): " + ", ".join(
             f"{group} {seconds:,.1f} s" for group, seconds in sorted(_lanes.items())))

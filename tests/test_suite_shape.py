@@ -162,6 +162,12 @@ def test_ci_prints_the_cpu_seconds_of_each_module_its_own_and_its_childrens(tmp_
     assert own >= 0.4 and children >= 0.4 and total == pytest.approx(own + children, abs=0.11)
     assert re.search(r"^ *[\d.]+ s  test_idle\.py ", done.stdout, re.MULTILINE), done.stdout
     assert "all 3 modules:" in done.stdout
+    machine = re.search(r"^the machine over the pass: cores (\d+) % busy, (\d+) % idle, ([\d.]+) % stolen by its "
+                        r"host; the reference work \(tests/cpu_time.py reference_work\) ([\d.]+) s", done.stdout,
+                        re.MULTILINE)
+    assert machine, done.stdout
+    busy, idle, stolen, seconds = map(float, machine.groups())
+    assert busy > 0 and busy + idle + stolen == pytest.approx(100, abs=1.5) and 0 < seconds < 10
     lanes = re.search(r"^serial lanes \(.*\): (.*)$", done.stdout, re.MULTILINE)
     if not spread:  # one process: no groups, no lanes
         assert lanes is None, done.stdout
@@ -178,6 +184,28 @@ def test_ci_prints_the_cpu_seconds_of_each_module_its_own_and_its_childrens(tmp_
     # Its two tests, 0.3 s of CPU each, one after the other: at least 0.6 s apart, less the print's rounding of
     # both ends to a tenth (4.04-4.63 s prints as 4.0-4.6, which reads back as 0.5999…).
     assert start >= 0 and end - start >= 0.6 - 0.1, spans
+
+
+def test_the_machines_shares_are_read_from_the_cpu_counters_between_two_readings(tmp_path):
+    """What CI prints of the machine (tests/cpu_time.py): the shares of the time between two readings of /proc/stat,
+    steal apart (the host's), I/O wait with idle; a file that is not /proc/stat's shape reads as none."""
+    from tests.cpu_time import cpu_counters, cpu_shares, machine_line
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 20 400 10 0 0 0 0 0\ncpu0 50 0 10 200 5 0 0 0 0 0\n")
+    before = cpu_counters(stat)
+    stat.write_text("cpu  800 10 120 530 30 5 5 30 300 0\ncpu0 400 5 60 265 15 2 2 15 150 0\n")
+    after = cpu_counters(stat)
+    assert before == (100, 0, 20, 400, 10, 0, 0, 0) and after == (800, 10, 120, 530, 30, 5, 5, 30)
+    # 1,000 ticks between them: 700 + 10 + 100 + 5 + 5 busy, 130 + 20 idle or waiting, 30 stolen (guest's 300 are in user).
+    assert cpu_shares(before, after) == {"busy": 82.0, "idle": 15.0, "steal": 3.0}
+    assert cpu_shares(after, after) == {}
+    assert machine_line(before, after, 0.0912) == (
+        "the machine over the pass: cores 82 % busy, 15 % idle, 3.0 % stolen by its host; the reference work "
+        "(tests/cpu_time.py reference_work) 0.091 s, timed after the tests")
+    stat.write_text("intr 1 2 3\n")
+    assert cpu_counters(stat) is None and cpu_counters(tmp_path / "absent") is None
+    assert machine_line(None, after, 0.0912).startswith("the machine: the reference work")
 
 
 def _workspace_uid_base(env: dict[str, str], module: str = "tests.settings") -> tuple[int, dict[str, str]]:
