@@ -6,6 +6,7 @@ additive writes of two recorders; and the request path of a gateway served in th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import logging
@@ -740,6 +741,23 @@ def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_replica_let_go(
 # -- slow clients: a body sent a byte at a time, a whole answer nobody reads ---------------------------------------
 
 
+@contextlib.asynccontextmanager
+async def raw_client(gateway: InProcessGateway, endpoint, replica: Replica):
+    """The gateway served in this loop, routing ``endpoint`` to ``replica``, and a raw non-blocking socket to it (what
+    a test sends byte by byte); all of it closed after."""
+    server = await upstream(replica.answer)
+    gateway.route(endpoint, (1, 100, (base_url(server),)))
+    port = int((await gateway.serve()).rsplit(":", 1)[1])
+    client = socket.create_connection(("127.0.0.1", port))
+    client.setblocking(False)
+    try:
+        yield asyncio.get_running_loop(), client
+    finally:
+        client.close()
+        await gateway.close()
+        await server.close()
+
+
 async def http_answer(client: socket.socket) -> tuple[int, dict[str, str], bytes]:
     """One HTTP/1.1 answer read from ``client`` (a non-blocking socket, in the test's loop): its status, its headers
     (lowercased names) and its body, as long as its ``Content-Length`` says — read while the connection stays open."""
@@ -772,13 +790,7 @@ def test_a_body_sent_a_byte_at_a_time_gets_a_408_at_the_body_timeout(team):
     length = 200  # at the client's pace below, 10 s to send it all
 
     async def scenario():
-        server = await upstream(replica.answer)
-        gateway.route(endpoint, (1, 100, (base_url(server),)))
-        port = int((await gateway.serve()).rsplit(":", 1)[1])
-        loop = asyncio.get_running_loop()
-        client = socket.create_connection(("127.0.0.1", port))
-        client.setblocking(False)
-        try:
+        async with raw_client(gateway, endpoint, replica) as (loop, client):
             await loop.sock_sendall(client, (
                 f"POST /{team.slug}/{endpoint.name}/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
                 f"{raw}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{").encode())
@@ -792,10 +804,6 @@ def test_a_body_sent_a_byte_at_a_time_gets_a_408_at_the_body_timeout(team):
             answer = await http_answer(client)
             return (status, sent, answer, dict(gateway.picker.in_flight), gateway.recorder.in_flight[endpoint.pk],
                     dict(gateway.waiting))
-        finally:
-            client.close()
-            await gateway.close()
-            await server.close()
 
     status, sent, (answered, headers, body), picker, in_flight, waiting = asyncio.run(scenario())
     assert status == 408 and 1 < sent < length  # it kept sending, and was cut at the deadline, not at a pause
@@ -856,13 +864,7 @@ def test_a_chunked_body_whose_framing_breaks_is_bounded_by_the_body_timeout_and_
     gateway.keys.refresh()
 
     async def scenario():
-        server = await upstream(replica.answer)
-        gateway.route(endpoint, (1, 100, (base_url(server),)))
-        port = int((await gateway.serve()).rsplit(":", 1)[1])
-        loop = asyncio.get_running_loop()
-        client = socket.create_connection(("127.0.0.1", port))
-        client.setblocking(False)
-        try:
+        async with raw_client(gateway, endpoint, replica) as (loop, client):
             await loop.sock_sendall(client, (
                 f"POST /{team.slug}/{endpoint.name}/v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
                 f"{raw}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{\"pro\r\n").encode())
@@ -871,10 +873,6 @@ def test_a_chunked_body_whose_framing_breaks_is_bounded_by_the_body_timeout_and_
             status = await asyncio.wait_for(gateway.ended.get(), 10)
             return (status, await http_answer(client), dict(gateway.picker.in_flight),
                     gateway.recorder.in_flight[endpoint.pk], dict(gateway.waiting))
-        finally:
-            client.close()
-            await gateway.close()
-            await server.close()
 
     status, (answered, headers, body), picker, in_flight, waiting = asyncio.run(scenario())
     assert status == 408 and answered == 408 and headers["connection"] == "close"
