@@ -17,6 +17,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from core.exceptions import conflict_response
+from core.filters import one_of
 from core.pagination import StandardPagination
 from reservations import feed, services
 from reservations.models import ReservationState
@@ -43,9 +44,7 @@ class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         OpenApiParameter("team", str, description="A team's slug (404 for a team the caller is not in; staff: any)."),
         OpenApiParameter("state", str, enum=ReservationState.values)])
     def list(self, request, *args, **kwargs):
-        state = request.query_params.get("state")
-        if state and state not in ReservationState.values:
-            raise ValidationError({"state": [f"one of {', '.join(ReservationState.values)}"]})
+        one_of(request.query_params, "state", ReservationState.values)
         return super().list(request, *args, **kwargs)
 
     def get_queryset(self):

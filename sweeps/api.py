@@ -11,10 +11,10 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from core.exceptions import conflict_response
+from core.filters import one_of
 from core.pagination import StandardPagination
 from sweeps import services
 from sweeps.constants import SweepState
@@ -43,9 +43,7 @@ class SweepViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         OpenApiParameter("team", str, description="A team's slug (404 for a team the caller is not in)."),
         OpenApiParameter("state", str, enum=SweepState.values)])
     def list(self, request, *args, **kwargs):
-        state = request.query_params.get("state")
-        if state and state not in SweepState.values:
-            raise ValidationError({"state": [f"one of {', '.join(SweepState.values)}"]})
+        one_of(request.query_params, "state", SweepState.values)
         return super().list(request, *args, **kwargs)
 
     def get_queryset(self):

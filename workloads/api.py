@@ -30,6 +30,7 @@ from rest_framework.response import Response
 from billing.models import PreemptionEvent
 from billing.pricing import PriceBook
 from billing.segments import borrowed_units, borrowed_units_of, lent_of, window_ref_of, windows_of
+from core.filters import one_of
 from core.text import whole_number
 from fleet.models import Cluster
 from quotas.queue import queue_positions
@@ -592,8 +593,9 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
             if not all_teams:
                 require_team(self.request.user, params["team"])
             qs = qs.filter(team__slug=params["team"])
-        if "state" in params:  # an empty one too: it is none of the states the schema lists
-            qs = _with_state(qs, params["state"], [value for value, _label in self.model.state_choices()])
+        state = one_of(params, "state", [*(value for value, _label in self.model.state_choices()), *STATE_SETS])
+        if state is not None:
+            qs = _with_state(qs, state)
         if params.get("created_by"):
             qs = qs.filter(created_by__username=params["created_by"])
         if params.get("name"):  # exact: the CLI's `describe NAME` looks a name up in the caller's teams
@@ -633,12 +635,11 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
 STATE_SETS = {"active": "active", "holding": "holding_quota", "unfinished": "unfinished"}
 
 
-def _with_state(qs: QuerySet, value: str, states: list[str]) -> QuerySet:
-    """``qs`` filtered by ``?state=``: one of the kind's states, or the name of a set of them (:data:`STATE_SETS`)."""
+def _with_state(qs: QuerySet, value: str) -> QuerySet:
+    """``qs`` filtered by ``?state=`` (checked by :func:`core.filters.one_of`): one of the kind's states, or the name
+    of a set of them (:data:`STATE_SETS`)."""
     if value in STATE_SETS:
         return getattr(qs, STATE_SETS[value])()
-    if value not in states:
-        raise ValidationError({"state": [f"Must be one of: {', '.join([*states, *STATE_SETS])}."]})
     return qs.filter(state=value)
 
 

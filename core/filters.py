@@ -1,0 +1,19 @@
+"""A list's query filter that names one of a fixed set (a state, a set of states): one rule for every list of the API."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rest_framework.exceptions import ValidationError
+
+
+def one_of(params: Mapping[str, str], name: str, choices: Sequence[str]) -> str | None:
+    """``?name=`` of a list, checked against ``choices`` (what its OpenAPI parameter's enum lists): None when absent.
+
+    Present and none of them is a 400 with the field named — the empty value too (``?state=``): the enum has no
+    empty member, and a filter left blank by a client's bug must not read as "no filter" and answer every row.
+    """
+    value = params.get(name)
+    if value is not None and value not in choices:
+        raise ValidationError({name: [f"Must be one of: {', '.join(choices)}."]})
+    return value
