@@ -37,7 +37,9 @@ class ReconcileReport:
     kept_deleted: list[str] = field(default_factory=list)  #: what outlived the attempts of work now ended (its claim)
     admitted: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)  #: borrowed work reclaim took back now
-    requeued: list[str] = field(default_factory=list)  #: preempted work whose objects are gone, queued again
+    #: Preempted work whose objects are gone, moved on as its kind says: queued again (the common case), a
+    #: workspace paused, or work whose attempts used up its runtime limit failed (workloads.lifecycle.requeue).
+    requeued: list[str] = field(default_factory=list)
     charged: int = 0  #: ledger intervals written
     budget_alerts: list[str] = field(default_factory=list)  #: teams whose budget alert was audited now
     budget_stopped: list[str] = field(default_factory=list)  #: work stopped by a spent budget's policy
