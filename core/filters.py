@@ -17,3 +17,24 @@ def one_of(params: Mapping[str, str], name: str, choices: Sequence[str]) -> str 
     if value is not None and value not in choices:
         raise ValidationError({name: [f"Must be one of: {', '.join(choices)}."]})
     return value
+
+
+#: The words a yes/no query parameter takes (any case): true/false, 1/0, yes/no, on/off (an HTML checkbox's).
+YES = ("1", "true", "yes", "on")
+NO = ("0", "false", "no", "off")
+
+
+def flag(params: Mapping[str, str], name: str) -> bool:
+    """``?name=`` as a yes/no (its OpenAPI type is boolean): absent is no.
+
+    Anything but :data:`YES` and :data:`NO` — an empty value too — is a 400 with the field named, never read as the
+    default: ``?dry_run=ture`` must not be a real submission that spends the team's money, nor
+    ``?all_teams=maybe`` a shorter list than the caller asked for.
+    """
+    raw = params.get(name)
+    if raw is None:
+        return False
+    word = raw.strip().lower()
+    if word not in YES + NO:
+        raise ValidationError({name: ["Must be true or false."]})
+    return word in YES

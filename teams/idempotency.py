@@ -32,6 +32,7 @@ from django.utils import timezone
 from rest_framework import status
 from rest_framework.response import Response
 
+from core.filters import flag
 from teams.models import IdempotencyRecord, Role
 from teams.permissions import require_team
 
@@ -43,9 +44,10 @@ ABANDONED_AFTER = timedelta(seconds=60)
 
 
 def is_dry_run(request) -> bool:
-    """Whether a POST only forecasts (``?dry_run=1``, ``true`` or ``yes``): the one rule both the
-    views and the idempotency layer use, so ``?dry_run=0`` is a real submission to both."""
-    return request.query_params.get("dry_run", "").strip().lower() in ("1", "true", "yes")
+    """Whether a POST only previews (``?dry_run=1``, ``true`` or ``yes``): the one rule both the views and the
+    idempotency layer use, so ``?dry_run=0`` is a real submission to both; any other value is a 400 on
+    ``dry_run`` before anything is read or written (:func:`core.filters.flag`)."""
+    return flag(request.query_params, "dry_run")
 
 
 def _error(message: str, code: int) -> Response:
@@ -59,8 +61,9 @@ def idempotent(view_method):
     def wrapper(self, request, *args, **kwargs):
         key = request.headers.get(HEADER, "").strip()
         # A dry run creates nothing: there is nothing to make idempotent, and its answer must not
-        # be replayed to the real submission that usually follows it with the same key.
-        if not key or is_dry_run(request):
+        # be replayed to the real submission that usually follows it with the same key. Read first,
+        # key or none: a dry_run that is no yes/no is a 400 before the body is.
+        if is_dry_run(request) or not key:
             return view_method(self, request, *args, **kwargs)
         if len(key) > 200:
             return _error("Must be at most 200 characters.", status.HTTP_400_BAD_REQUEST)

@@ -30,7 +30,7 @@ from rest_framework.response import Response
 from billing.models import PreemptionEvent
 from billing.pricing import PriceBook
 from billing.segments import borrowed_units, borrowed_units_of, lent_of, window_ref_of, windows_of
-from core.filters import one_of
+from core.filters import flag, one_of
 from core.text import whole_number
 from fleet.models import Cluster
 from quotas.queue import queue_positions
@@ -604,10 +604,7 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
 
     def _all_teams(self) -> bool:
         """``?all_teams=``: true for every team's workloads (staff reads, as :meth:`staff_reads`), else the caller's."""
-        raw = self.request.query_params.get("all_teams", "false").lower()
-        if raw not in ("true", "false", "1", "0"):
-            raise ValidationError({"all_teams": ["Must be true or false."]})
-        if raw in ("false", "0"):
+        if not flag(self.request.query_params, "all_teams"):
             return False
         if not (self.staff_reads() and self.request.user.is_staff):
             raise PermissionDenied("Only platform staff list every team's work (all_teams).")

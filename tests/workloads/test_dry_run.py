@@ -53,6 +53,21 @@ def test_it_says_when_it_would_be_refused_and_bad_input_is_still_a_400(api, quot
     assert bad.status_code == 400 and "gpus_per_worker" in bad.json()["errors"]
 
 
+@pytest.mark.parametrize("key", [{}, {"HTTP_IDEMPOTENCY_KEY": "k-1"}], ids=["no key", "a key"])
+def test_a_dry_run_flag_that_is_no_yes_or_no_is_a_400_not_a_real_submission(api, quota, key):
+    """``?dry_run=ture`` (or empty) is neither a preview nor a submission: a 400 on ``dry_run``, nothing written —
+    read as "no" it would have spent the team's money on what its caller only meant to price."""
+    for value in ("ture", "", "2"):
+        for path, payload in (("/api/v1/runs/", run_payload()), ("/api/v1/endpoints/", {"team": "ml-research", **endpoint_payload()})):
+            answer = api.post(f"{path}?dry_run={value}", payload, format="json", **key)
+            assert answer.status_code == 400 and answer.json() == {"errors": {"dry_run": ["Must be true or false."]}}
+    assert not TrainingRun.objects.exists() and not InferenceEndpoint.objects.exists()
+    assert not QuotaHold.objects.exists() and not QueuedRequest.objects.exists()
+    # The words a flag takes, any case: yes previews, no submits.
+    assert api.post("/api/v1/runs/?dry_run=YES", run_payload(), format="json").json()["outcome"] == "admit"
+    assert api.post("/api/v1/runs/?dry_run=No", run_payload(), format="json").status_code == 201
+
+
 def test_a_dry_run_is_not_replayed_to_the_real_submission(api, quota):
     headers = {"HTTP_IDEMPOTENCY_KEY": "k-1"}
     assert dry(api, "/api/v1/runs/", run_payload(), **headers).status_code == 200
