@@ -23,6 +23,7 @@ from reservations import feed, services
 from reservations.models import ReservationState
 from reservations.serializers import (
     AvailabilityQuerySerializer,
+    BookingPreviewSerializer,
     DeclineSerializer,
     FeedRequestSerializer,
     FeedSerializer,
@@ -30,7 +31,7 @@ from reservations.serializers import (
     ReservationSerializer,
     SlotSerializer,
 )
-from teams.idempotency import idempotent
+from teams.idempotency import idempotent, is_dry_run
 
 
 class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -51,15 +52,22 @@ class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         return services.visible_reservations(self.request.user, self.request.query_params.get("team"),
                                              self.request.query_params.get("state"))
 
-    @extend_schema(request=ReservationCreateSerializer, responses={201: ReservationSerializer})
+    @extend_schema(request=ReservationCreateSerializer, responses={201: ReservationSerializer, 200: BookingPreviewSerializer},
+                   parameters=[OpenApiParameter("dry_run", bool, description="Only check and price the booking "
+                                                "(the booking form's preview): 200 with what it would be; nothing is written.")])
     @idempotent
     def create(self, request):
         """Book: N units of a flavor on a cluster (or any) for a window, once or recurring; 400 with the limit
-        it passes, the first instant that is not free, or the budget figure."""
+        it passes, the first instant that is not free, or the budget figure. With ``?dry_run=1``, the same checks
+        and 200 with what booking would give now (``services.quote``), as every create of the API previews."""
         body = ReservationCreateSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         try:
-            reservation = services.book(request.user, body.booking())
+            booking = body.booking()
+            if is_dry_run(request):
+                quote = services.quote(request.user, booking)
+                return Response(BookingPreviewSerializer(quote, context={"booking": booking}).data)
+            reservation = services.book(request.user, booking)
         except services.BookingRefused as refused:
             raise ValidationError(refused.errors) from None
         return Response(ReservationSerializer(reservation).data, status=status.HTTP_201_CREATED)

@@ -11,6 +11,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 import fleet.services as fleet
+from core.money import MONEY
 from core.zones import zone_or_portals
 from fleet.models import GpuFlavor, unknown_flavor
 from reservations import services
@@ -147,6 +148,36 @@ class ReservationSerializer(serializers.ModelSerializer):
 
     def get_windows(self, reservation) -> list[dict]:
         return [{"start": w.start, "end": w.end} for w in services.windows_of(reservation)]
+
+
+class WindowSerializer(serializers.Serializer):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+
+
+class BookingPreviewSerializer(serializers.Serializer):
+    """A dry run's answer (``POST /reservations/?dry_run=1``): what booking would give now — the cluster it would
+    be on, its windows, its price and the state it would start in — checked as a booking is; nothing written."""
+
+    flavor = serializers.SerializerMethodField()
+    cluster = serializers.CharField(source="cluster.name")
+    units = serializers.IntegerField()
+    time_zone = serializers.SerializerMethodField(help_text="the zone its windows' wall-clock times are read in")
+    state = serializers.CharField(help_text="booked, or pending when the flavor's policy wants a staff approval")
+    windows = WindowSerializer(many=True)
+    unit_hours = serializers.DecimalField(max_digits=14, decimal_places=2)
+    price_per_unit_hour = serializers.DecimalField(**MONEY)
+    price = serializers.DecimalField(**MONEY, help_text="all its windows, as a booking now would be priced")
+    currency = serializers.SerializerMethodField()
+
+    def get_currency(self, quote) -> str:
+        return settings.SLIPWAY_CURRENCY
+
+    def get_flavor(self, quote) -> str:
+        return self.context["booking"].flavor.name
+
+    def get_time_zone(self, quote) -> str:
+        return self.context["booking"].zone.key
 
 
 class DeclineSerializer(serializers.Serializer):

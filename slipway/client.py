@@ -611,6 +611,11 @@ class Client:
         key = idempotency_key or str(uuid.uuid4())
         return self._request("POST", "reservations/", json=spec, headers={"Idempotency-Key": key}).json()
 
+    def dry_run_reservation(self, spec: dict) -> dict:
+        """What booking ``spec`` would be now, checked as a booking is, writing nothing: ``cluster``, ``units``,
+        ``state``, ``windows``, ``unit_hours``, ``price_per_unit_hour``, ``price``, ``currency``."""
+        return self._request("POST", "reservations/", params={"dry_run": "1"}, json=spec).json()
+
     def reservations(self, *, team: str | None = None, state: str | None = None) -> Iterator[Reservation]:
         return self._pages("reservations/", team=team, state=state)
 

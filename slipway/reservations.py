@@ -53,13 +53,17 @@ def _local(value: str, zone: str) -> str:
         return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _span(start: str, end: str, zone: str) -> str:
+    """A window as ``2026-12-03 09:00–17:00`` in ``zone`` (the end's date too when it is another day)."""
+    start, end = _local(start, zone), _local(end, zone)
+    return f"{start}–{end[11:] if end[:10] == start[:10] else end}"
+
+
 def describe(r: dict) -> str:
     """``reservation 12 release-run: 8× a100-80gb on east, 2026-12-03 09:00–17:00 Europe/Berlin, 3 windows, booked``."""
     windows = len(r["windows"])
-    start, end = _local(r["start"], r["time_zone"]), _local(r["end"], r["time_zone"])
-    end = end[11:] if end[:10] == start[:10] else end
-    return (f"reservation {r['id']} {r['name']}: {r['units']}\u00d7 {r['flavor']} on {r['cluster']}, {start}–{end} "
-            f"{r['time_zone']}{f', {windows} windows' if windows != 1 else ''}, {r['state']}"
+    return (f"reservation {r['id']} {r['name']}: {r['units']}\u00d7 {r['flavor']} on {r['cluster']}, "
+            f"{_span(r['start'], r['end'], r['time_zone'])} {r['time_zone']}{f', {windows} windows' if windows != 1 else ''}, {r['state']}"
             f"{', targeted' if r.get('matching') == 'targeted' else ''}; "
             f"price {money(r['price'], r.get('currency', ''))}")
 
@@ -91,10 +95,11 @@ def reserve() -> None:
                    "(--reservation ID, or for_reservation in a spec).")
 @click.option("--idempotency-key", "given_key",
               help="Reuse the key of an earlier attempt: the same key never books (and bills) a second time.")
+@click.option("--dry-run", is_flag=True, help="Only check and price it: what booking would give now; nothing is booked.")
 @api_call
 def reserve_create(client: Client, team: str, flavor: str, units: int, cluster: str, start: str, end: str,
                    time_zone: str | None, daily: bool, weekly: str | None, until: str | None, count: int | None,
-                   name: str, purpose: str, matching: str, given_key: str | None) -> None:
+                   name: str, purpose: str, matching: str, given_key: str | None, dry_run: bool) -> None:
     """Book: refused with what to change when outside the policy, not free or past the budget."""
     spec = {"team": team, "flavor": flavor, "units": units, "cluster": cluster, "start": start, "end": end,
             "name": name, "purpose": purpose, "recurrence": recurrence(daily, weekly, until, count),
@@ -103,11 +108,27 @@ def reserve_create(client: Client, team: str, flavor: str, units: int, cluster: 
         spec["time_zone"] = time_zone
     key = idempotency_key(given_key)
     try:
+        if dry_run:
+            click.echo(describe_preview(client.dry_run_reservation(spec)))
+            return
         with creating("reservation", key):
             booked = client.create_reservation(spec, idempotency_key=key)
     except BadRequest as exc:  # the booking as asked is refused: a usage error (exit 2), with the fields' words
         raise Failure(str(exc), EXIT_USAGE) from exc
     click.echo(describe(booked))
+
+
+def describe_preview(quote: dict) -> str:
+    """``would book 4× a100-80gb on east, 2026-12-03 09:00–17:00 Europe/Berlin, 2 windows, 64 unit-hours, booked;
+    price …``: a dry run's answer, its first window in the booking's zone."""
+    first, zone = quote["windows"][0], quote["time_zone"]
+    windows = len(quote["windows"])
+    currency = quote.get("currency", "")
+    return (f"would book {quote['units']}\u00d7 {quote['flavor']} on {quote['cluster']}, "
+            f"{_span(first['start'], first['end'], zone)} {zone}"
+            f"{f', {windows} windows' if windows != 1 else ''}, {quote['unit_hours']} unit-hours, {quote['state']}; "
+            f"price {money(quote['price'], currency)} ({money(quote['price_per_unit_hour'], currency)} a unit-hour); "
+            "nothing booked")
 
 
 @reserve.command("ls")

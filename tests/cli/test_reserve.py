@@ -45,6 +45,21 @@ def test_it_books_lists_and_cancels_a_weekly_booking(cli, east):
     assert not ReservedWindow.objects.filter(ref=reservation.ref).exists()
 
 
+def test_a_dry_run_prices_the_booking_and_books_nothing(cli, east, flavors):
+    args = ("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "4", "--start", local(0),
+            "--end", local(8), "--tz", "Europe/Berlin", "--weekly", "mon", "--count", "2", "--name", "release-run")
+    previewed = cli(*args, "--dry-run")
+    assert previewed.exit_code == 0, previewed.output
+    price = flavors["a100-80gb"].price_per_hour
+    assert previewed.stdout.strip() == (
+        f"would book 4\u00d7 a100-80gb on east, {local(0)[:10]} 09:00–17:00 Europe/Berlin, 2 windows, 64.00 unit-hours, "
+        f"booked; price {price * 64:,.2f} USD ({price:,.2f} USD a unit-hour); nothing booked")
+    assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()
+    # Refused as the booking would be: the fields' words, exit 2.
+    refused = cli(*args[:7], "17", *args[8:], "--dry-run")
+    assert refused.exit_code == 2 and "east may have at most 8 units of a100-80gb reserved" in refused.output
+
+
 def test_a_refusal_says_the_limit_and_exits_2(cli, east, flavors):
     FlavorPolicy.objects.create(flavor=flavors["a100-80gb"], max_units=2)
     refused = cli("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "4",

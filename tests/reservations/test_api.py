@@ -39,6 +39,28 @@ def test_a_booking_answers_its_id_state_cluster_and_price(api, team, clusters, f
     assert ReservedWindow.objects.filter(ref=f"reservation:{body['id']}").count() == 1
 
 
+def test_a_dry_run_answers_what_booking_would_give_and_writes_nothing(api, team, clusters, flavors):
+    """``?dry_run=1``, as every create of the API previews: the cluster, windows, price and state a booking would
+    have now, checked as a booking is (a refusal is the booking's 400); a dry_run that is no yes/no is a 400 on it.
+    None of them writes a reservation or holds a window."""
+    answer = api.post("/api/v1/reservations/?dry_run=1", booking(cluster="any"), format="json")
+    assert answer.status_code == 200, answer.json()
+    start = next_week_at(9)
+    price = flavors["a100-80gb"].price_per_hour
+    assert answer.json() == {
+        "flavor": "a100-80gb", "cluster": "east", "units": 4, "time_zone": "Europe/Berlin", "state": "booked",
+        "unit_hours": "32.00",
+        "windows": [{"start": start.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+                     "end": (start + timedelta(hours=8)).astimezone(UTC).isoformat().replace("+00:00", "Z")}],
+        "price_per_unit_hour": f"{price:.4f}", "price": f"{price * 32:.4f}", "currency": "USD"}
+    refused = api.post("/api/v1/reservations/?dry_run=true", booking(units=9), format="json")
+    booked = api.post("/api/v1/reservations/?dry_run=0", booking(units=9), format="json")
+    assert refused.status_code == booked.status_code == 400 and refused.json() == booked.json()
+    typo = api.post("/api/v1/reservations/?dry_run=ture", booking(), format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert typo.status_code == 400 and typo.json() == {"errors": {"dry_run": ["Must be true or false."]}}
+    assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()
+
+
 def test_any_cluster_is_picked_at_booking_and_named(api, team, clusters):
     first = api.post("/api/v1/reservations/", booking(cluster="any", units=8), format="json").json()
     assert first["cluster"] == "east"  # the only one with 8 reservable
