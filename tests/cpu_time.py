@@ -22,8 +22,9 @@ And what the machine was like (:func:`machine_line`): how busy its cores were ov
 (steal), and how long a fixed piece of Python takes on it, timed once the tests are done. The 2-vCPU VM is not one
 speed: on 2026-12-01 the same clean clone of the same commit took 1,112 s for ``.ci/run`` on one boot and 2,721 s
 on the next, its cores busy both times and next to nothing stolen by the host on the slow one — the CPU itself
-was slower. A pass's seconds are read beside that figure, and two passes compared only when it is about the same
-(docs/operations.md "What the suite costs").
+was slower. The figure tells such boots apart (0.029 s on a fast one, 0.084-0.089 s on that slow one) and no
+finer: on one boot two runs differed by 23 % while it moved 10 %, so a change to the suite's cost is still judged
+before against after on one boot (docs/operations.md "What the suite costs").
 """
 
 from __future__ import annotations
